@@ -1,0 +1,84 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Tag separates the message streams of concurrent collectives and groups.
+// Messages from one sender to one receiver under one tag are delivered in
+// the order they were sent (MPI's non-overtaking rule); different tags are
+// independent.
+type Tag uint64
+
+// Endpoint is one rank's connection to every other rank of a job.
+//
+// Isend and Irecv never block: they queue the operation and return a
+// Request. They may be called from several goroutines at once; the order in
+// which calls for the same (peer, tag) return is the order that matches
+// messages. Close unblocks every pending request with ErrClosed and frees
+// the endpoint's goroutines and sockets; after Close returns, no buffer
+// passed to Isend or Irecv is read or written again.
+type Endpoint interface {
+	// Rank is this endpoint's rank, in [0, Size()).
+	Rank() int
+	// Size is the number of ranks in the job.
+	Size() int
+	// Isend sends b to rank to under tag. The caller must not modify b until
+	// the request completes. A message to oneself is allowed.
+	Isend(to int, tag Tag, b []byte) Request
+	// Irecv receives the next message from rank from under tag into b. The
+	// message must be exactly len(b) bytes long; any other length completes
+	// the request with an error wrapping ErrProtocol. If the message arrived
+	// before Irecv was called it waits in the unexpected-message queue and is
+	// copied from there; otherwise it lands straight in b.
+	Irecv(from int, tag Tag, b []byte) Request
+	// Close aborts every pending request with ErrClosed and releases the
+	// endpoint. It is safe to call more than once.
+	Close() error
+}
+
+// Request is a pending Isend or Irecv.
+type Request interface {
+	// Wait blocks until the request completes or ctx ends. If ctx ends first
+	// it returns ctx's error and the request stays pending: the buffer may
+	// still be used until the endpoint is closed.
+	Wait(ctx context.Context) error
+	// Done is closed when the request completes; Err then says how.
+	Done() <-chan struct{}
+	// Err returns nil while pending or on success, else the failure.
+	Err() error
+}
+
+// Errors that transports wrap. Use errors.Is to test for them.
+var (
+	// ErrClosed: the local endpoint was closed.
+	ErrClosed = errors.New("transport: endpoint closed")
+	// ErrPeerClosed: the peer went away (connection closed or reset).
+	ErrPeerClosed = errors.New("peer closed")
+	// ErrProtocol: the peer sent something that breaks the protocol
+	// (bad frame, wrong message length).
+	ErrProtocol = errors.New("protocol error")
+)
+
+// PeerError reports a failure on the link to one peer.
+type PeerError struct {
+	Op   string // "send", "recv", "dial", "handshake"...
+	Peer int    // the remote rank
+	Err  error
+}
+
+func (e *PeerError) Error() string {
+	return fmt.Sprintf("transport: %s peer %d: %v", e.Op, e.Peer, e.Err)
+}
+
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// CheckPeer returns an error if peer is not a rank of an endpoint of size n.
+func CheckPeer(op string, peer, n int) error {
+	if peer < 0 || peer >= n {
+		return &PeerError{Op: op, Peer: peer, Err: fmt.Errorf("rank out of range [0,%d)", n)}
+	}
+	return nil
+}
