@@ -1,0 +1,105 @@
+// cuda_min.h: the little of CUDA that goccl's kernels use, for clang's NVPTX
+// backend without the NVIDIA toolkit. gen.sh passes it with -include, so the
+// .cu files do not include it themselves.
+//
+// Everything here maps one to one onto a clang builtin or a PTX instruction;
+// nothing is copied from NVIDIA's headers.
+#ifndef GOCCL_CUDA_MIN_H
+#define GOCCL_CUDA_MIN_H
+
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+
+// threadIdx, blockIdx, blockDim, gridDim.
+#include <__clang_cuda_builtin_vars.h>
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef signed char i8;
+typedef int i32;
+typedef long long i64;
+
+// Every kernel is launched with GOCCL_BLOCK threads per block (the Go side
+// reads the same number from kernels.BlockSize).
+#define GOCCL_BLOCK 256
+#define GOCCL_WARP 32
+#define GOCCL_FULL_MASK 0xffffffffu
+
+// v16 is one 16-byte vector: a load or store of it is one ld/st.global.v4.u32.
+struct __attribute__((aligned(16))) v16 {
+  u32 x, y, z, w;
+};
+
+static __device__ __forceinline__ bool aligned16(const void *p) {
+  return ((u64)p & 15) == 0;
+}
+
+static __device__ __forceinline__ void sync_threads() { __syncthreads(); }
+
+static __device__ __forceinline__ u32 shfl_down_u32(u32 v, u32 delta) {
+  return (u32)__nvvm_shfl_sync_down_i32(GOCCL_FULL_MASK, (int)v, delta, 0x1f);
+}
+
+static __device__ __forceinline__ double shfl_down_f64(double v, u32 delta) {
+  u64 b = (u64)__nvvm_bitcast_d2ll(v);
+  u32 lo = shfl_down_u32((u32)b, delta);
+  u32 hi = shfl_down_u32((u32)(b >> 32), delta);
+  return __nvvm_bitcast_ll2d((long long)(((u64)hi << 32) | lo));
+}
+
+static __device__ __forceinline__ u32 ballot(bool p) {
+  return __nvvm_vote_ballot_sync(GOCCL_FULL_MASK, p);
+}
+
+static __device__ __forceinline__ double sqrt_rn(double x) {
+  return __nvvm_sqrt_rn_d(x);
+}
+
+static __device__ __forceinline__ u32 float_bits(float f) {
+  return (u32)__nvvm_bitcast_f2i(f);
+}
+
+static __device__ __forceinline__ float bits_float(u32 b) {
+  return __nvvm_bitcast_i2f((int)b);
+}
+
+static __device__ __forceinline__ u64 double_bits(double d) {
+  return (u64)__nvvm_bitcast_d2ll(d);
+}
+
+// IEEE binary16 <-> float32 with the hardware conversions (sm_53 and later):
+// exact widening, round-to-nearest-even narrowing.
+static __device__ __forceinline__ float half_to_float(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+
+static __device__ __forceinline__ u16 float_to_half(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// bfloat16 <-> float32 in integer arithmetic, so that sm_70 (no bf16
+// conversion instruction) gets the same bits as sm_80+: widening is a shift,
+// narrowing rounds to nearest even and keeps NaNs NaN (quiet bit set).
+static __device__ __forceinline__ float bf16_to_float(u16 b) {
+  return bits_float((u32)b << 16);
+}
+
+static __device__ __forceinline__ u16 float_to_bf16(float f) {
+  u32 u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return (u16)((u >> 16) | 0x0040u);
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (u16)(u >> 16);
+}
+
+#endif // GOCCL_CUDA_MIN_H

@@ -1,0 +1,37 @@
+// Package kernels holds goccl's CUDA kernels: the CUDA C sources (*.cu), the
+// PTX that clang generates from them (goccl.ptx, committed), and the names of
+// the entry points in it.
+//
+// It is only bytes and names: it needs no CUDA toolkit, driver or GPU, and
+// builds with or without the cuda build tag. Package device/cuda loads PTX()
+// into the driver once per context (cuModuleLoadData), which JIT-compiles it
+// for the GPU at hand, and launches the kernels named here.
+//
+// # Kernels
+//
+//   - goccl_reduce_<dtype>_<op>(dst, src, n): dst[i] = dst[i] op src[i] for
+//     i < n, for every reduceop.DType and every op reduceop.Check allows
+//     (reduceop.Avg uses the sum kernel; see ReduceKernelName).
+//   - goccl_scale_<dtype>(x, n, size): x[i] = x[i] / size, the final step of
+//     reduceop.Avg, float dtypes only.
+//   - goccl_onebit_*: package onebit's Kernel on the device, the steps of
+//     1-bit compressed allreduce with error feedback: compensate fused with
+//     the sum of squares, the scale, sign packing fused with the error
+//     update, and unpacking; see OneBitCompensateSumSq and the others.
+//
+// Every kernel is written for BlockSize threads per block and any number of
+// blocks (grid-stride loops); device/cuda sizes grids from the device's
+// multiprocessor count. Element counts are uint64. Buffers that are 16-byte
+// aligned (all of cuMemAlloc's are) are moved with 16-byte loads and stores.
+//
+// # Regenerating
+//
+// After editing a .cu file or cuda_min.h:
+//
+//	go generate ./kernels
+//
+// runs gen.sh, which needs clang (Debian's clang 14 made the committed PTX;
+// set CLANG to pick another). CI regenerates and fails on any difference:
+//
+//	go generate ./kernels && git diff --exit-code kernels/
+package kernels

@@ -1,0 +1,168 @@
+// dtypes.cuh: how each reduceop.DType is stored and computed on the device,
+// and the element loop that reduce.cu and scale.cu share.
+#ifndef GOCCL_DTYPES_CUH
+#define GOCCL_DTYPES_CUH
+
+// A dtype D has a storage type D::S (what the buffer holds), a compute type
+// D::C (what arithmetic runs in) and the two conversions. Float16 and
+// BFloat16 compute in float32 and round back to nearest even once per
+// element, as reduceop does on the host.
+struct DF32 {
+  typedef float S;
+  typedef float C;
+  static __device__ __forceinline__ C load(S x) { return x; }
+  static __device__ __forceinline__ S store(C x) { return x; }
+};
+struct DF64 {
+  typedef double S;
+  typedef double C;
+  static __device__ __forceinline__ C load(S x) { return x; }
+  static __device__ __forceinline__ S store(C x) { return x; }
+};
+struct DF16 {
+  typedef u16 S;
+  typedef float C;
+  static __device__ __forceinline__ C load(S x) { return half_to_float(x); }
+  static __device__ __forceinline__ S store(C x) { return float_to_half(x); }
+};
+struct DBF16 {
+  typedef u16 S;
+  typedef float C;
+  static __device__ __forceinline__ C load(S x) { return bf16_to_float(x); }
+  static __device__ __forceinline__ S store(C x) { return float_to_bf16(x); }
+};
+template <class T> struct DInt {
+  typedef T S;
+  typedef T C;
+  static __device__ __forceinline__ C load(S x) { return x; }
+  static __device__ __forceinline__ S store(C x) { return x; }
+};
+typedef DInt<i8> DI8;
+typedef DInt<u8> DU8;
+typedef DInt<i32> DI32;
+typedef DInt<i64> DI64;
+
+// Element k of a 16-byte vector, and back. Going through the 32-bit words
+// (not a union of v16 and S[16/sizeof(S)]) keeps the load and store 16 bytes
+// wide: LLVM would otherwise split a union of 1- or 2-byte elements into
+// 4- or 8-byte vector loads.
+static __device__ __forceinline__ u32 word(const v16 &v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+static __device__ __forceinline__ void set_word(v16 &v, int i, u32 w) {
+  if (i == 0) v.x = w;
+  else if (i == 1) v.y = w;
+  else if (i == 2) v.z = w;
+  else v.w = w;
+}
+static __device__ __forceinline__ void from_bits(u64 b, float &x) { x = bits_float((u32)b); }
+static __device__ __forceinline__ void from_bits(u64 b, double &x) { x = __nvvm_bitcast_ll2d((long long)b); }
+template <class S> static __device__ __forceinline__ void from_bits(u64 b, S &x) { x = (S)b; }
+static __device__ __forceinline__ u64 to_bits(float x) { return float_bits(x); }
+static __device__ __forceinline__ u64 to_bits(double x) { return double_bits(x); }
+template <class S> static __device__ __forceinline__ u64 to_bits(S x) {
+  return (u64)x & (sizeof(S) == 8 ? ~0ull : (1ull << (8 * sizeof(S))) - 1);
+}
+
+// v16w is a 16-byte vector of two 64-bit words, for 8-byte elements (LLVM
+// splits a v16 read as 64-bit halves into narrower loads).
+struct __attribute__((aligned(16))) v16w {
+  u64 x, y;
+};
+
+// Vec<S> is the 16-byte vector type whose lanes hold elements of type S.
+template <class S, int Size = sizeof(S)> struct Vec {
+  typedef v16 T;
+  static __device__ __forceinline__ S lane(const v16 &v, int k) {
+    const int per = 4 / sizeof(S), bits = 8 * sizeof(S);
+    S x;
+    from_bits(word(v, k / per) >> (bits * (k % per)), x);
+    return x;
+  }
+  static __device__ __forceinline__ void set_lane(v16 &v, int k, S x) {
+    const int per = 4 / sizeof(S), bits = 8 * sizeof(S);
+    const int w = k / per, sh = bits * (k % per);
+    const u32 mask = (bits == 32 ? 0xffffffffu : ((1u << bits) - 1)) << sh;
+    set_word(v, w, (word(v, w) & ~mask) | (((u32)to_bits(x) << sh) & mask));
+  }
+};
+template <class S> struct Vec<S, 8> {
+  typedef v16w T;
+  static __device__ __forceinline__ S lane(const v16w &v, int k) {
+    S x;
+    from_bits(k == 0 ? v.x : v.y, x);
+    return x;
+  }
+  static __device__ __forceinline__ void set_lane(v16w &v, int k, S x) {
+    if (k == 0) v.x = to_bits(x);
+    else v.y = to_bits(x);
+  }
+};
+
+// apply2 runs dst[i] = F(dst[i], src[i]) for i in [0, n) over the whole grid
+// (grid-stride loop). When both pointers are 16-byte aligned the body moves
+// 16 bytes per load and store (coalesced across the warp), and the n % (16 /
+// sizeof(S)) elements left over go through the scalar loop; unaligned buffers
+// take the scalar loop throughout.
+template <class D, class F>
+static __device__ __forceinline__ void apply2(typename D::S *__restrict__ dst,
+                                              const typename D::S *__restrict__ src,
+                                              u64 n, F f) {
+  typedef typename D::S S;
+  const int V = 16 / sizeof(S);
+  const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  u64 done = 0;
+  if (aligned16(dst) && aligned16(src)) {
+    const u64 nv = n / V;
+    typedef Vec<S> L;
+    typedef typename L::T VT;
+    VT *dv = (VT *)dst;
+    const VT *sv = (const VT *)src;
+    for (u64 i = tid; i < nv; i += stride) {
+      const VT a = dv[i], b = sv[i];
+      VT r = a;
+#pragma unroll
+      for (int k = 0; k < V; k++) {
+        L::set_lane(r, k, D::store(f(D::load(L::lane(a, k)), D::load(L::lane(b, k)))));
+      }
+      dv[i] = r;
+    }
+    done = nv * V;
+  }
+  for (u64 i = done + tid; i < n; i += stride) {
+    dst[i] = D::store(f(D::load(dst[i]), D::load(src[i])));
+  }
+}
+
+// apply1 runs x[i] = F(x[i]) for i in [0, n), laid out as apply2.
+template <class D, class F>
+static __device__ __forceinline__ void apply1(typename D::S *__restrict__ x,
+                                              u64 n, F f) {
+  typedef typename D::S S;
+  const int V = 16 / sizeof(S);
+  const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  u64 done = 0;
+  if (aligned16(x)) {
+    const u64 nv = n / V;
+    typedef Vec<S> L;
+    typedef typename L::T VT;
+    VT *xv = (VT *)x;
+    for (u64 i = tid; i < nv; i += stride) {
+      const VT a = xv[i];
+      VT r = a;
+#pragma unroll
+      for (int k = 0; k < V; k++) {
+        L::set_lane(r, k, D::store(f(D::load(L::lane(a, k)))));
+      }
+      xv[i] = r;
+    }
+    done = nv * V;
+  }
+  for (u64 i = done + tid; i < n; i += stride) {
+    x[i] = D::store(f(D::load(x[i])));
+  }
+}
+
+#endif // GOCCL_DTYPES_CUH

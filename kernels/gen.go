@@ -1,0 +1,3 @@
+package kernels
+
+//go:generate sh gen.sh
