@@ -1,0 +1,64 @@
+// Package onebit implements DeepSpeed's 1-bit compressed allreduce, the
+// communication behind 1-bit Adam, on host memory, and the 1-bit Adam
+// optimizer built on it.
+//
+// A float32 ring allreduce sends 2(p-1)/p * 4n bytes per rank. The compressed
+// allreduce sends each element as one sign bit plus one float32 scale per
+// rank and phase, 2(p-1)/p * n/8 + 8(p-1) bytes (WireBytes), about 1/32 of
+// it. The compression error is not lost: each rank keeps it, in a State, and
+// adds it back into the next step's input (error feedback), so that the sum
+// of the outputs over many steps tracks the sum of the true averages.
+//
+// # The algorithm
+//
+// CompressedAllReduce computes what DeepSpeed's
+// NcclBackend.compressed_allreduce computes, for p ranks, rank i:
+//
+//  1. Pad. The buffer (n elements) is zero-padded to the length of the worker
+//     error, State.PaddedLen: a multiple of 8p, so that every rank's chunk of
+//     PaddedLen/p elements packs into whole bytes.
+//  2. Worker. c = x + workerError; scale = ||c||₂ / sqrt(PaddedLen); the sign
+//     bit is 1 unless c < 0, that is 1 for +0, -0 and NaN (DeepSpeed's
+//     c.sign().add_(1).bool(), not numpy.signbit, which calls -0 negative);
+//     workerError = c - scale*(±1). Bits are packed most significant bit
+//     first, as numpy.packbits does.
+//  3. Phase 1. The packed signs are cut into p chunks and exchanged with an
+//     all-to-all (chunk j to rank j); the scales are all-gathered.
+//  4. Server. Rank i owns chunk i: it unpacks every worker's chunk to ±1,
+//     multiplies by that worker's scale times 1/p and sums over the workers
+//     in rank order, adds its server error, and compresses the result as in
+//     step 2 with scale = ||c||₂ / sqrt(PaddedLen/p), keeping the new server
+//     error.
+//  5. Phase 2. The server sign chunks and server scales are all-gathered;
+//     every rank decompresses the whole buffer (each element is the sign
+//     times the scale of its chunk's owner) and drops the padding.
+//
+// All arithmetic is float32 as in DeepSpeed, except that sums of squares are
+// accumulated in float64 (DeepSpeed's GPU norm accumulates in float32, so
+// scales agree to float32 rounding, signs exactly). The golden vectors in
+// testdata/onebit come from our own NumPy model, reference/onebit_ref.py.
+//
+// Each step is two passes over memory per buffer, through a Kernel:
+// CompensateNorm (add the error, sum the squares) and PackUpdate (pack the
+// signs, update the error); the server adds with AccumulateSigns and the
+// output is written by Decompress. HostKernel is the pure-Go Kernel; device
+// code can supply another with State.SetKernel.
+//
+// # State
+//
+// The error buffers are state that lives as long as the tensor: make one
+// State per tensor with NewState(n, worldSize) and pass it to every call.
+// Outputs are ±scale, not zero, for elements whose true average is zero
+// (say, unused embedding rows), so such elements keep feeding error;
+// DeepSpeed masks that momentum afterwards, and so can the caller. After a failed call, the buffer is unspecified and the
+// State half updated: Reset it on every rank.
+//
+// # 1-bit Adam
+//
+// Adam follows DeepSpeed's OnebitAdam: FreezeStep steps of exact Adam with
+// gradients averaged by an ordinary AllReduce, then the variance is frozen
+// and only the momentum travels, compressed, with error feedback.
+//
+// The communicator is the Comm interface (AllToAll, AllGather, AllReduce),
+// which *goccl.Comm implements.
+package onebit
