@@ -1,0 +1,156 @@
+package algo_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/algo/algotest"
+)
+
+func TestPairwiseAllToAll(t *testing.T)     { algotest.TestAllToAll(t, algo.PairwiseAllToAll) }
+func TestDisseminationBarrier(t *testing.T) { algotest.TestBarrier(t, algo.DisseminationBarrier) }
+
+// TestCounts: the barrier sends ⌈log2 n⌉ empty messages per rank; the
+// all-to-all sends n-1 messages of (n-1)/n·N bytes for equal blocks.
+func TestCounts(t *testing.T) {
+	for n := 1; n <= 9; n++ {
+		st, err := algotest.World{Size: n, ElemSize: 1}.Run(context.Background(), algo.DisseminationBarrier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const c = 5
+		counts := make([]int, n)
+		for i := range counts {
+			counts[i] = c
+		}
+		st2, err := algotest.World{Size: n, ElemSize: 8}.Run(context.Background(), func(ctx context.Context, p algo.Peers) error {
+			return algo.PairwiseAllToAll(ctx, p, make([]byte, 8*c*n), counts, make([]byte, 8*c*n), counts)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range n {
+			if g := st.Sent[r]; g.Msgs != algo.CeilLog2(n) || g.Bytes != 0 {
+				t.Errorf("barrier n=%d rank %d: sent %+v, want ⌈log2 n⌉ = %d empty messages", n, r, g, algo.CeilLog2(n))
+			}
+			if g := st2.Sent[r]; g.Msgs != n-1 || g.Bytes != (n-1)*8*c {
+				t.Errorf("alltoall n=%d rank %d: sent %+v", n, r, g)
+			}
+		}
+	}
+}
+
+func TestEvenCounts(t *testing.T) {
+	if got := fmt.Sprint(algo.EvenCounts(10, 4)); got != "[3 3 2 2]" {
+		t.Errorf("EvenCounts(10, 4) = %s", got)
+	}
+	if got := fmt.Sprint(algo.EvenCounts(2, 4)); got != "[1 1 0 0]" {
+		t.Errorf("EvenCounts(2, 4) = %s", got)
+	}
+}
+
+func TestCostRingFormula(t *testing.T) {
+	p := algo.CostParams{Alpha: 1, Beta: 1e-3, Gamma: 1e-6}
+	// 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ with n = 4, N = 4000.
+	want := 6 + 6000e-3 + 3000e-6
+	if got := algo.Cost(algo.AllReduce, algo.Ring, 4000, 4, p); math.Abs(got-want) > 1e-12 {
+		t.Errorf("ring allreduce cost = %v, want %v", got, want)
+	}
+	if got := algo.Cost(algo.Barrier, algo.Ring, 0, 4, p); !math.IsInf(got, 1) {
+		t.Errorf("ring barrier cost = %v, want +Inf", got)
+	}
+}
+
+func TestImplements(t *testing.T) {
+	for _, c := range []algo.Collective{algo.AllReduce, algo.Broadcast, algo.Reduce, algo.AllGather, algo.ReduceScatter, algo.AllToAll, algo.Gather, algo.Scatter, algo.Barrier} {
+		n := 0
+		for _, a := range algo.Algorithms {
+			if algo.Implements(a, c) {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Errorf("no algorithm implements %v", c)
+		}
+	}
+}
+
+func TestSelect(t *testing.T) {
+	tests := []struct {
+		c     algo.Collective
+		bytes int
+		n     int
+		want  algo.Algorithm
+	}{
+		{algo.AllReduce, 8, 8, algo.Doubling},
+		{algo.AllReduce, 256 << 20, 8, algo.Halving},
+		{algo.AllReduce, 256 << 20, 6, algo.Ring},
+		{algo.Broadcast, 8, 9, algo.Tree},
+		{algo.Broadcast, 256 << 20, 9, algo.Ring},
+		{algo.AllGather, 64, 8, algo.Doubling},
+		{algo.AllToAll, 1 << 20, 8, algo.Pairwise},
+		{algo.Barrier, 0, 8, algo.Dissemination},
+		{algo.Reduce, 1 << 20, 8, algo.Tree},
+	}
+	for _, tt := range tests {
+		if got := algo.Select(tt.c, tt.bytes, tt.n); got != tt.want {
+			t.Errorf("Select(%v, %d, %d) = %v, want %v", tt.c, tt.bytes, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestSelectEnv(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == algo.EnvAlgo {
+				return v
+			}
+			return ""
+		}
+	}
+	tests := []struct {
+		env  string
+		c    algo.Collective
+		want algo.Algorithm
+		err  bool
+	}{
+		{"", algo.AllReduce, algo.Select(algo.AllReduce, 1<<20, 8), false},
+		{"ring", algo.AllReduce, algo.Ring, false},
+		{" TREE ", algo.AllReduce, algo.Tree, false},
+		{"ring", algo.Reduce, algo.Tree, false},               // ring has no reduce: fall back
+		{"ring", algo.Barrier, algo.Dissemination, false},     // likewise
+		{"tree,halving", algo.AllReduce, algo.Halving, false}, // cheapest listed
+		{"bogus", algo.AllReduce, "", true},
+	}
+	for _, tt := range tests {
+		got, err := algo.SelectEnv(tt.c, 1<<20, 8, env(tt.env))
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("SelectEnv(%v) with %s=%q = %v, %v; want %v (error %v)", tt.c, algo.EnvAlgo, tt.env, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func ExampleSelect() {
+	fmt.Println(algo.Select(algo.AllReduce, 64, 8), algo.Select(algo.AllReduce, 64<<20, 8))
+	// Output: doubling halving
+}
+
+func ExamplePairwiseAllToAll() {
+	out := make([][]int64, 3)
+	err := algotest.Run(3, 8, nil, func(ctx context.Context, p algo.Peers) error {
+		r := int64(p.Rank())
+		send := algotest.Int64Bytes([]int64{10*r + 0, 10*r + 1, 10*r + 2})
+		recv := make([]byte, len(send))
+		ones := []int{1, 1, 1}
+		if err := algo.PairwiseAllToAll(ctx, p, send, ones, recv, ones); err != nil {
+			return err
+		}
+		out[p.Rank()] = algotest.Int64s(recv)
+		return nil
+	})
+	fmt.Println(out, err)
+	// Output: [[0 10 20] [1 11 21] [2 12 22]] <nil>
+}

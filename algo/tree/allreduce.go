@@ -1,0 +1,215 @@
+// Double-binary-tree allreduce.
+//
+// The buffer is split into two halves; half t is reduced up binary tree t
+// to its root and broadcast back down the same tree. The trees are in-order
+// binary trees over positions 1..n (the children of position v are
+// v ± lowbit(v)/2, cut off at n); tree 0 puts rank v-1 at position v, tree 1
+// mirrors it (rank n-v) for even n and shifts it (rank v mod n) for odd n,
+// so a rank that is a leaf of one tree is, as far as possible, an inner node
+// of the other. Four ranks:
+//
+//	tree 0 (half 0)       tree 1 (half 1)
+//	      3                     0
+//	      |                     |
+//	      1                     2
+//	     / \                   / \
+//	    0   2                 3   1
+//
+// Each half is cut into S segments of at most Options.SegmentBytes, and the
+// work runs as a schedule that every rank follows in the same order: in
+// slot i, "up" for segment i of both trees (receive the children's partial
+// sums, reduce them into the segment, send it to the parent), then "down"
+// for segment i-d of both trees (receive the result from the parent, send
+// it to the children), where d is the tree depth plus one. Since every rank
+// walks the same schedule and each slot carries at most one message per
+// ordered pair of ranks, FIFO matching needs no tags, and segments of both
+// trees flow up and down at once. Each segment's result is computed only at
+// its tree's root and copied down, so all ranks end bit-identical.
+//
+// This is the double binary tree (as in NCCL), not a reduce followed by a
+// broadcast over one tree: each rank is an inner node of at most one tree,
+// so no rank has to receive or send much more than the others.
+//
+// Cost, with N the bytes of the buffer, h the depth of the trees
+// (⌊log2 n⌋) and S = ⌈N/(2·seg)⌉ segments per half:
+//
+//	T ≈ 2(h + S)·α + 2N·β + N·γ
+//
+// (pipeline fill and drain up and down the tree, then one α per segment;
+// every rank sends about 2N bytes, N/2 up each tree plus N/2 to each child
+// in the tree where it is an inner node, and reduces about N). Counted
+// exactly: in tree t, a rank with c children and a parent sends
+// (c + 1)·S_t messages and (c + 1)·H_t bytes, H_t being the bytes of
+// half t; it receives the same. A root has no parent term.
+
+package tree
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/algo/internal/scratch"
+)
+
+// Options tunes the tree allreduce. The zero value is ready to use.
+type Options struct {
+	// SegmentBytes is the largest message, rounded down to whole elements,
+	// that the allreduce sends at once. Zero means algo.DefaultSegmentBytes.
+	SegmentBytes int
+}
+
+var _ algo.AllReduceFunc = AllReduce
+
+// AllReduce reduces buf in place over a double binary tree with the zero
+// Options.
+func AllReduce(ctx context.Context, p algo.Peers, buf []byte) error {
+	return Options{}.AllReduce(ctx, p, buf)
+}
+
+// Node is a rank's place in one binary tree: its parent (-1 at the root)
+// and children, as real ranks.
+type Node struct {
+	Parent   int
+	Children []int
+}
+
+// DoubleTree returns rank r's place in tree 0 and tree 1 of a group of n.
+func DoubleTree(n, r int) [2]Node {
+	var out [2]Node
+	for t := range 2 {
+		rank := func(v int) int { // position 1..n -> rank
+			switch {
+			case t == 0:
+				return v - 1
+			case n%2 == 0:
+				return n - v
+			default:
+				return v % n
+			}
+		}
+		parent := make([]int, n+1)
+		kids := make([][]int, n+1)
+		root := 1
+		for root*2 <= n {
+			root *= 2
+		}
+		parent[root] = 0
+		for v := 1; v <= n; v++ {
+			l := lowbit(v)
+			if l == 1 {
+				continue
+			}
+			kids[v] = append(kids[v], v-l/2)
+			parent[v-l/2] = v
+			if v+1 <= n {
+				m := min(n, v+l-1) - v // right subtree spans v+1 .. v+m
+				h := 1
+				for h*2 <= m {
+					h *= 2
+				}
+				kids[v] = append(kids[v], v+h)
+				parent[v+h] = v
+			}
+		}
+		for v := 1; v <= n; v++ {
+			if rank(v) != r {
+				continue
+			}
+			out[t].Parent = -1
+			if parent[v] != 0 {
+				out[t].Parent = rank(parent[v])
+			}
+			for _, c := range kids[v] {
+				out[t].Children = append(out[t].Children, rank(c))
+			}
+		}
+	}
+	return out
+}
+
+// AllReduce reduces buf in place over a double binary tree: every rank ends
+// with the reduction of every rank's buf. It has the shape of
+// algo.AllReduceFunc.
+func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err error) {
+	es := p.ElemSize()
+	if es <= 0 || len(buf)%es != 0 {
+		return fmt.Errorf("tree allreduce: buffer of %d bytes is not whole elements of %d bytes", len(buf), es)
+	}
+	n := p.Size()
+	if n == 1 || len(buf) == 0 {
+		return nil
+	}
+	trees := DoubleTree(n, p.Rank())
+	seg := algo.SegmentLen(o.SegmentBytes, es)
+	hoff := algo.Offsets(algo.EvenCounts(len(buf)/es, 2), es)
+	half := [2][]byte{buf[hoff[0]:hoff[1]], buf[hoff[1]:hoff[2]]}
+	nseg := [2]int{algo.Segments(len(half[0]), seg, es), algo.Segments(len(half[1]), seg, es)}
+	sl := min(seg, len(half[0])) // half 0 is the larger
+	scr := scratch.Get(4 * sl)
+	defer func() {
+		if err == nil {
+			scratch.Put(scr)
+		}
+	}()
+	segment := func(t, k int) []byte { return half[t][k*seg : min((k+1)*seg, len(half[t]))] }
+	upSends := [2][]algo.Request{make([]algo.Request, nseg[0]), make([]algo.Request, nseg[1])}
+	var downSends []algo.Request
+
+	up := func(t, k int) error {
+		s, nd := segment(t, k), trees[t]
+		var reqs [2]algo.Request
+		for i, c := range nd.Children {
+			reqs[i] = p.Irecv(c, (*scr)[(2*t+i)*sl:][:len(s)])
+		}
+		for i, c := range nd.Children {
+			if err := reqs[i].Wait(ctx); err != nil {
+				return fmt.Errorf("tree %d up, segment %d: recv from rank %d: %w", t, k, c, err)
+			}
+			if err := p.Reduce(s, (*scr)[(2*t+i)*sl:][:len(s)]); err != nil {
+				return fmt.Errorf("tree %d up, segment %d: reduce: %w", t, k, err)
+			}
+		}
+		if nd.Parent >= 0 {
+			upSends[t][k] = p.Isend(nd.Parent, s)
+		}
+		return nil
+	}
+	down := func(t, k int) error {
+		s, nd := segment(t, k), trees[t]
+		if nd.Parent >= 0 {
+			if err := upSends[t][k].Wait(ctx); err != nil {
+				return fmt.Errorf("tree %d up, segment %d: send to rank %d: %w", t, k, nd.Parent, err)
+			}
+			if err := algo.Recv(ctx, p, nd.Parent, s); err != nil {
+				return fmt.Errorf("tree %d down, segment %d: %w", t, k, err)
+			}
+		}
+		for _, c := range nd.Children {
+			downSends = append(downSends, p.Isend(c, s))
+		}
+		return nil
+	}
+
+	lag := algo.Log2(n) + 1
+	for i := 0; i < max(nseg[0], nseg[1])+lag; i++ {
+		for t := range 2 {
+			if i < nseg[t] {
+				if err := up(t, i); err != nil {
+					return fmt.Errorf("tree allreduce: %w", err)
+				}
+			}
+		}
+		for t := range 2 {
+			if j := i - lag; j >= 0 && j < nseg[t] {
+				if err := down(t, j); err != nil {
+					return fmt.Errorf("tree allreduce: %w", err)
+				}
+			}
+		}
+	}
+	if err := algo.WaitAll(ctx, downSends...); err != nil {
+		return fmt.Errorf("tree allreduce: send down: %w", err)
+	}
+	return nil
+}
