@@ -10,7 +10,7 @@ import (
 type DType uint8
 
 // The element types goccl reduces. Float16 and BFloat16 are stored as the
-// uint16-backed Go types Half and BHalf.
+// uint16-backed Go types F16 and BF16.
 const (
 	Float32 DType = iota + 1
 	Float64

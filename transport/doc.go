@@ -3,6 +3,14 @@
 // and the matching engine (posted receives and the unexpected-message queue)
 // that transports share.
 //
+// Matcher is that engine: per (peer, tag) a FIFO of posted receives and a
+// FIFO of unexpected messages. A transport hands it messages as they arrive
+// (Deliver, DeliverOwned, DeliverRef for rendezvous, or DeliverFrom, which
+// reads a payload from a socket straight into a posted buffer) and
+// Endpoint.Irecv is Matcher.Post. Req is the Request implementation they
+// share. Counting wraps any Endpoint to count messages and bytes per peer,
+// which tests compare with an algorithm's cost formula.
+//
 // Implementations live in sub-packages: transport/mem runs ranks as
 // goroutines in one process, transport/tcp connects processes over sockets.
 // The conformance suite in transport/transporttest is run by every one.

@@ -1,0 +1,98 @@
+package goccl
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/goccl/goccl/reduceop"
+)
+
+// A buffer argument of a collective is a typed Go slice of one of the
+// element types below, or a DeviceBuffer:
+//
+//	[]float32 []float64 []reduceop.F16 []reduceop.BF16 []int8 []uint8 []int32 []int64
+//
+// Buffers are passed as `any` so that one method serves every type, as
+// encoding/binary does; the type is checked before anything is sent.
+
+// DeviceBuffer is memory that Go code cannot address, such as GPU memory
+// (package device/cuda provides one). A collective on a DeviceBuffer runs
+// the same algorithm as on a host slice: the bytes are staged through host
+// memory and reductions run on the buffer's Kernel.
+type DeviceBuffer interface {
+	DType() reduceop.DType
+	Len() int
+	// CopyToHost copies len(dst) bytes starting at byte offset off to dst.
+	CopyToHost(ctx context.Context, dst []byte, off int) error
+	// CopyFromHost copies src to the buffer starting at byte offset off.
+	CopyFromHost(ctx context.Context, off int, src []byte) error
+	// Kernel reduces staged chunks where the buffer lives.
+	Kernel() reduceop.Kernel
+}
+
+// view is a buffer argument resolved to its dtype, element count and bytes.
+// For a DeviceBuffer, b is nil and dev is set.
+type view struct {
+	dt  reduceop.DType
+	n   int // elements
+	b   []byte
+	dev DeviceBuffer
+}
+
+func (v view) bytes() int { return v.n * v.dt.Size() }
+
+func asBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// viewOf resolves a buffer argument. A nil slice of a known type is a valid
+// empty buffer; a nil interface is not.
+func viewOf(buf any) (view, error) {
+	switch s := buf.(type) {
+	case []float32:
+		return view{reduceop.Float32, len(s), asBytes(s), nil}, nil
+	case []float64:
+		return view{reduceop.Float64, len(s), asBytes(s), nil}, nil
+	case []reduceop.F16:
+		return view{reduceop.Float16, len(s), asBytes(s), nil}, nil
+	case []reduceop.BF16:
+		return view{reduceop.BFloat16, len(s), asBytes(s), nil}, nil
+	case []int8:
+		return view{reduceop.Int8, len(s), asBytes(s), nil}, nil
+	case []uint8:
+		return view{reduceop.Uint8, len(s), asBytes(s), nil}, nil
+	case []int32:
+		return view{reduceop.Int32, len(s), asBytes(s), nil}, nil
+	case []int64:
+		return view{reduceop.Int64, len(s), asBytes(s), nil}, nil
+	case DeviceBuffer:
+		if s == nil {
+			return view{}, fmt.Errorf("nil DeviceBuffer")
+		}
+		return view{dt: s.DType(), n: s.Len(), dev: s}, nil
+	case nil:
+		return view{}, fmt.Errorf("nil buffer")
+	}
+	return view{}, fmt.Errorf("unsupported buffer type %T", buf)
+}
+
+// BufferLen returns the number of elements of a buffer argument, or an
+// error if buf is not one.
+func BufferLen(buf any) (int, error) {
+	v, err := viewOf(buf)
+	return v.n, err
+}
+
+// Bytes returns the bytes of a host buffer argument (a typed slice), for
+// passing to reduceop's byte-level functions; nil for anything else.
+func Bytes(buf any) []byte {
+	v, err := viewOf(buf)
+	if err != nil {
+		return nil
+	}
+	return v.b
+}

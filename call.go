@@ -1,0 +1,118 @@
+package goccl
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// call is one collective, checked and ordered (its tag taken) but not yet
+// run. Splitting the two lets the async forms fix the order of collectives
+// when they are called, while the bytes move later.
+type call struct {
+	c     *Comm
+	op    string // commslog op name, also used in errors
+	bytes int64  // message size as nccl-tests counts it
+	dt    reduceop.DType
+	algo  string
+	run   func(ctx context.Context) error
+	err   error // an argument error found before the call was ordered
+}
+
+// checked turns a constructor's (call, error) result into one call whose
+// exec returns the error.
+func checked(k *call, err error) *call {
+	if err != nil {
+		return &call{err: err}
+	}
+	return k
+}
+
+// exec runs a call under the communicator's timeout, logs it, and aborts
+// the communicator if it fails while peers may still be exchanging bytes.
+func (k *call) exec(ctx context.Context) error {
+	if k.err != nil {
+		return k.err
+	}
+	c := k.c
+	if err := c.usable(k.op); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	defer cancel()
+	log := c.shared.log
+	profiling := log.Profiling(k.op)
+	var start time.Time
+	if profiling {
+		start = time.Now()
+	}
+	err := k.run(ctx)
+	if err != nil {
+		var ge *Error
+		if !errors.As(err, &ge) {
+			err = &Error{Op: k.op, Rank: c.rank, Peer: -1, Err: classify(err)}
+		}
+		if !errors.Is(err, ErrInvalid) {
+			c.abort(err)
+		}
+		return err
+	}
+	if profiling {
+		log.Append(commslog.Record{
+			Op: k.op, Bytes: k.bytes, DType: k.dt.String(), Algo: k.algo,
+			Rank: c.rank, WorldSize: c.Size(), Start: start, Latency: time.Since(start),
+		})
+	}
+	return nil
+}
+
+// Work is a collective started by an Async method (DeepSpeed's
+// async_op=True). Wait for it before touching its buffers.
+type Work struct {
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the collective completes or ctx ends. If ctx ends
+// first it returns ctx's error; the collective goes on and its buffers stay
+// in use.
+func (w *Work) Wait(ctx context.Context) error {
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the collective has completed.
+func (w *Work) Done() <-chan struct{} { return w.done }
+
+// IsCompleted reports whether the collective has completed.
+func (w *Work) IsCompleted() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// start runs k in its own goroutine. An argument error completes the Work
+// at once.
+func start(ctx context.Context, k *call) *Work {
+	w := &Work{done: make(chan struct{})}
+	if k.err != nil {
+		w.err = k.err
+		close(w.done)
+		return w
+	}
+	go func() {
+		w.err = k.exec(ctx)
+		close(w.done)
+	}()
+	return w
+}

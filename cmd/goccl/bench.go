@@ -1,0 +1,412 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// benchConfig is what `goccl bench` measures; the flags follow nccl-tests.
+type benchConfig struct {
+	minBytes, maxBytes int64
+	factor             int64
+	op                 string
+	dtype              reduceop.DType
+	redop              reduceop.Op
+	root               int
+	algos              []algo.Algorithm // "" = the cost model's choice
+	ranks              int
+	transport          string
+	warmup, iters      int
+	check              bool
+	format             string
+	plot               string
+	quiet              bool // no progress on stderr
+}
+
+// benchOps maps -op names to the collective they run and the commslog op
+// name that fixes the nccl-tests bus factor.
+var benchOps = map[string]struct {
+	coll algo.Collective
+	log  string
+}{
+	"allreduce":     {algo.AllReduce, commslog.AllReduce},
+	"allgather":     {algo.AllGather, commslog.AllGatherIntoTensor},
+	"reducescatter": {algo.ReduceScatter, commslog.ReduceScatterTensor},
+	"broadcast":     {algo.Broadcast, commslog.Broadcast},
+	"reduce":        {algo.Reduce, commslog.Reduce},
+	"alltoall":      {algo.AllToAll, commslog.AllToAllSingle},
+	"gather":        {algo.Gather, commslog.Gather},
+	"scatter":       {algo.Scatter, commslog.Scatter},
+	"sendrecv":      {0, commslog.Send},
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"), strings.HasSuffix(s, "k"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M"), strings.HasSuffix(s, "m"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G"), strings.HasSuffix(s, "g"):
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSuffix(s, "B"), "b"), 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q (want a number with an optional K, M or G suffix)", s)
+	}
+	return v * mult, nil
+}
+
+func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg benchConfig
+	minB := fs.String("b", "8", "smallest message size in bytes (suffix K, M or G)")
+	maxB := fs.String("e", "64M", "largest message size in bytes (suffix K, M or G)")
+	fs.Int64Var(&cfg.factor, "f", 2, "multiply the size by this factor between steps")
+	fs.StringVar(&cfg.op, "op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv")
+	dtype := fs.String("dtype", "float32", "element type: float32, float64, float16, bfloat16, int8, uint8, int32, int64")
+	redop := fs.String("redop", "sum", "reduction: sum, prod, min, max, avg, band, bor, bxor")
+	fs.IntVar(&cfg.root, "root", 0, "root rank for broadcast, reduce, gather, scatter")
+	algoFlag := fs.String("algo", "", "algorithm: ring, tree, halving, doubling, ...; 'all' compares every one that implements -op; empty: the cost model picks")
+	fs.IntVar(&cfg.ranks, "n", 4, "number of ranks")
+	fs.StringVar(&cfg.transport, "transport", "mem", "transport: mem (ranks as goroutines in this process)")
+	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
+	fs.IntVar(&cfg.iters, "iters", 20, "timed iterations per size")
+	fs.BoolVar(&cfg.check, "check", false, "validate every result against a sequential reference (#wrong column)")
+	fs.StringVar(&cfg.format, "format", "table", "output format: table, csv or json")
+	fs.StringVar(&cfg.plot, "plot", "", "write busbw against size to this SVG file")
+	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.minBytes, err = parseSize(*minB); err != nil {
+		return nil, fmt.Errorf("-b: %w", err)
+	}
+	if cfg.maxBytes, err = parseSize(*maxB); err != nil {
+		return nil, fmt.Errorf("-e: %w", err)
+	}
+	if cfg.maxBytes < cfg.minBytes {
+		return nil, fmt.Errorf("-e %d is smaller than -b %d", cfg.maxBytes, cfg.minBytes)
+	}
+	if cfg.factor < 2 {
+		return nil, fmt.Errorf("-f must be at least 2, got %d", cfg.factor)
+	}
+	if cfg.ranks < 1 {
+		return nil, fmt.Errorf("-n must be at least 1, got %d", cfg.ranks)
+	}
+	if cfg.iters < 1 || cfg.warmup < 0 {
+		return nil, fmt.Errorf("-iters must be >= 1 and -w >= 0")
+	}
+	bop, ok := benchOps[cfg.op]
+	if !ok {
+		return nil, fmt.Errorf("unknown -op %q", cfg.op)
+	}
+	if cfg.dtype, err = reduceop.ParseDType(*dtype); err != nil {
+		return nil, err
+	}
+	if cfg.redop, err = reduceop.ParseOp(*redop); err != nil {
+		return nil, err
+	}
+	if needsOp(cfg.op) {
+		if err := reduceop.Check(cfg.redop, cfg.dtype); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.root < 0 || cfg.root >= cfg.ranks {
+		return nil, fmt.Errorf("-root %d out of range [0,%d)", cfg.root, cfg.ranks)
+	}
+	if cfg.op == "sendrecv" && cfg.ranks < 2 {
+		return nil, errors.New("-op sendrecv needs -n 2 or more")
+	}
+	switch *algoFlag {
+	case "":
+		cfg.algos = []algo.Algorithm{""}
+	case "all":
+		for _, a := range algo.Algorithms {
+			if algo.Implements(a, bop.coll) {
+				cfg.algos = append(cfg.algos, a)
+			}
+		}
+		if len(cfg.algos) == 0 {
+			cfg.algos = []algo.Algorithm{""}
+		}
+	default:
+		a := algo.Algorithm(*algoFlag)
+		if !algo.Implements(a, bop.coll) {
+			return nil, fmt.Errorf("-algo %s does not implement %s", a, cfg.op)
+		}
+		cfg.algos = []algo.Algorithm{a}
+	}
+	switch cfg.format {
+	case "table", "csv", "json":
+	default:
+		return nil, fmt.Errorf("unknown -format %q", cfg.format)
+	}
+	return &cfg, nil
+}
+
+func needsOp(op string) bool {
+	return op == "allreduce" || op == "reducescatter" || op == "reduce"
+}
+
+// result is one row of the table.
+type result struct {
+	Bytes     int64   `json:"size"`
+	Count     int64   `json:"count"`
+	Type      string  `json:"type"`
+	Redop     string  `json:"redop"`
+	Root      int     `json:"root"`
+	Algo      string  `json:"algo"`
+	TimeUS    float64 `json:"time_us"`
+	AlgBW     float64 `json:"algbw_GBps"`
+	BusBW     float64 `json:"busbw_GBps"`
+	Wrong     int64   `json:"wrong"`
+	Ranks     int     `json:"ranks"`
+	Op        string  `json:"op"`
+	Transport string  `json:"transport"`
+}
+
+func (cfg *benchConfig) sizes() []int64 {
+	var out []int64
+	esz := int64(cfg.dtype.Size())
+	for b := cfg.minBytes; b <= cfg.maxBytes; b *= cfg.factor {
+		// Round down to whole elements, and for blocked collectives to
+		// whole blocks per rank, as nccl-tests does.
+		unit := esz
+		switch cfg.op {
+		case "allgather", "reducescatter", "alltoall", "gather", "scatter":
+			unit = esz * int64(cfg.ranks)
+		}
+		out = append(out, b/unit*unit)
+		if b == 0 {
+			break
+		}
+	}
+	return out
+}
+
+// benchMain runs `goccl bench`.
+func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseBenchFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "goccl bench:", err)
+		return 2
+	}
+	var results []result
+	switch cfg.transport {
+	case "mem":
+		results, err = benchLocal(ctx, cfg, stderr)
+	default:
+		err = fmt.Errorf("unknown -transport %q", cfg.transport)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "goccl bench:", err)
+		return 1
+	}
+	if err := report(stdout, cfg, results); err != nil {
+		fmt.Fprintln(stderr, "goccl bench:", err)
+		return 1
+	}
+	if cfg.plot != "" {
+		if err := plotResults(cfg.plot, cfg, results); err != nil {
+			fmt.Fprintln(stderr, "goccl bench: plot:", err)
+			return 1
+		}
+	}
+	for _, r := range results {
+		if r.Wrong > 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+// benchLocal runs every rank as a goroutine over transport/mem.
+func benchLocal(ctx context.Context, cfg *benchConfig, stderr io.Writer) ([]result, error) {
+	comms, err := goccl.NewLocal(cfg.ranks)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	var (
+		wg      sync.WaitGroup
+		results []result
+		errs    = make([]error, len(comms))
+	)
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var progress io.Writer
+			if i == 0 && !cfg.quiet {
+				progress = stderr
+			}
+			res, err := benchRank(ctx, c, cfg, progress)
+			errs[i] = err
+			if i == 0 {
+				results = res
+			}
+		}()
+	}
+	wg.Wait()
+	return results, errors.Join(errs...)
+}
+
+// benchRank is what one rank does: for every algorithm and size, warm up,
+// time iters calls, check the result if asked, and agree with the other
+// ranks on the average time and the number of wrong elements. Every rank
+// returns the same rows.
+func benchRank(ctx context.Context, c *goccl.Comm, cfg *benchConfig, progress io.Writer) ([]result, error) {
+	var rows []result
+	began := time.Now()
+	lastShown := began
+	sizes := cfg.sizes()
+	total := len(sizes) * len(cfg.algos)
+	done := 0
+	for _, a := range cfg.algos {
+		if err := c.SetAlgorithm(a); err != nil {
+			return nil, err
+		}
+		for _, size := range sizes {
+			row, err := benchOne(ctx, c, cfg, a, size)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s %d bytes: %w", cfg.op, a, size, err)
+			}
+			rows = append(rows, row)
+			done++
+			if progress != nil && time.Since(began) > 3*time.Second && time.Since(lastShown) > time.Second {
+				lastShown = time.Now()
+				fmt.Fprintf(progress, "\rgoccl bench: %d/%d sizes done (%s)   ", done, total, time.Since(began).Round(time.Second))
+			}
+		}
+	}
+	if progress != nil && time.Since(began) > 3*time.Second {
+		fmt.Fprintln(progress)
+	}
+	return rows, nil
+}
+
+func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algorithm, size int64) (result, error) {
+	n := c.Size()
+	esz := int64(cfg.dtype.Size())
+	b := newBenchBufs(cfg, c.Rank(), n, int(size/esz))
+	for i := 0; i < cfg.warmup; i++ {
+		if err := b.run(ctx, c); err != nil {
+			return result{}, err
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return result{}, err
+	}
+	var wrong int64
+	start := time.Now()
+	for i := 0; i < cfg.iters; i++ {
+		if cfg.check {
+			b.reset()
+		}
+		if err := b.run(ctx, c); err != nil {
+			return result{}, err
+		}
+		if cfg.check {
+			wrong += b.wrong()
+		}
+	}
+	elapsed := time.Since(start)
+	// Agree on the figures: the mean time over ranks (as nccl-tests
+	// reports) and the total of wrong elements.
+	agg := []float64{elapsed.Seconds() / float64(cfg.iters), float64(wrong)}
+	if err := c.AllReduce(ctx, agg, reduceop.Sum); err != nil {
+		return result{}, err
+	}
+	sec := agg[0] / float64(n)
+	algbw := 0.0
+	if sec > 0 {
+		algbw = float64(size) / sec / 1e9
+	}
+	name := string(a)
+	if name == "" {
+		name = "auto:" + string(algo.Select(benchOps[cfg.op].coll, int(size), n))
+	}
+	if cfg.op == "sendrecv" {
+		name = "p2p"
+	}
+	redop := "none"
+	if needsOp(cfg.op) {
+		redop = cfg.redop.String()
+	}
+	root := -1
+	switch cfg.op {
+	case "broadcast", "reduce", "gather", "scatter":
+		root = cfg.root
+	}
+	return result{
+		Bytes: size, Count: size / esz, Type: cfg.dtype.String(), Redop: redop, Root: root, Algo: name,
+		TimeUS: sec * 1e6, AlgBW: algbw, BusBW: algbw * commslog.BusFactor(benchOps[cfg.op].log, n),
+		Wrong: int64(agg[1]), Ranks: n, Op: cfg.op, Transport: cfg.transport,
+	}, nil
+}
+
+func report(w io.Writer, cfg *benchConfig, rows []result) error {
+	switch cfg.format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "csv":
+		fmt.Fprintln(w, "op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong")
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s,%d,%s,%d,%d,%s,%s,%d,%s,%.2f,%.4f,%.4f,%d\n", r.Op, r.Ranks, r.Transport,
+				r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, r.Wrong)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "# goccl bench: %s, %d ranks, transport %s, %d warm-up + %d timed iterations per size\n",
+		cfg.op, cfg.ranks, cfg.transport, cfg.warmup, cfg.iters)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\t#wrong\t")
+	for _, r := range rows {
+		wrong := "N/A"
+		if cfg.check {
+			wrong = strconv.FormatInt(r.Wrong, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%.1f\t%.3f\t%.3f\t%s\t\n",
+			r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, wrong)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var sum float64
+	for _, r := range rows {
+		sum += r.BusBW
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(w, "# avg busbw: %.3f GB/s\n", sum/float64(len(rows)))
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/internal/elems"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// benchBufs holds one rank's buffers for one size and knows how to run the
+// collective and check its result against a sequential reference.
+type benchBufs struct {
+	cfg        *benchConfig
+	rank, n    int
+	count      int // elements in the whole message
+	send, recv any
+	want       any // expected recv, or nil where this rank receives nothing
+}
+
+func sliceLen(buf any) int {
+	v, _ := goccl.BufferLen(buf)
+	return v
+}
+
+// input is rank r's element i: small integers, exact in every dtype, so
+// that any reduction order gives the same answer.
+func (b *benchBufs) input(r, i int) float64 {
+	if b.cfg.redop == reduceop.Prod {
+		return float64(1 + (r+i)%2)
+	}
+	return float64((r + i) % 5)
+}
+
+func newBenchBufs(cfg *benchConfig, rank, n, count int) *benchBufs {
+	b := &benchBufs{cfg: cfg, rank: rank, n: n, count: count}
+	dt := cfg.dtype
+	m := count / n // block per rank for blocked collectives
+	switch cfg.op {
+	case "allreduce", "broadcast", "reduce", "sendrecv":
+		b.send = elems.Make(dt, count)
+		if cfg.op == "sendrecv" {
+			b.recv = elems.Make(dt, count)
+		}
+	case "allgather":
+		b.send, b.recv = elems.Make(dt, m), elems.Make(dt, count)
+	case "reducescatter":
+		b.send, b.recv = elems.Make(dt, count), elems.Make(dt, m)
+	case "alltoall":
+		b.send, b.recv = elems.Make(dt, count), elems.Make(dt, count)
+	case "gather":
+		b.send = elems.Make(dt, m)
+		if rank == cfg.root {
+			b.recv = elems.Make(dt, count)
+		}
+	case "scatter":
+		if rank == cfg.root {
+			b.send = elems.Make(dt, count)
+		}
+		b.recv = elems.Make(dt, m)
+	}
+	if cfg.check {
+		b.want = b.expected()
+	}
+	b.reset()
+	return b
+}
+
+// reset refills the inputs (the in-place collectives overwrite them).
+func (b *benchBufs) reset() {
+	if b.send == nil {
+		return
+	}
+	for i := 0; i < sliceLen(b.send); i++ {
+		v := b.input(b.rank, i)
+		if b.cfg.op == "broadcast" && b.rank != b.cfg.root {
+			v = 99 // poison: must be overwritten
+		}
+		elems.Set(b.send, i, v)
+	}
+}
+
+// reduced folds element i of every rank's input with the sequential
+// reference: reduceop.Apply in rank order, then Avg's scale.
+func (b *benchBufs) reduced(idx []int) any {
+	dt, op := b.cfg.dtype, b.cfg.redop
+	acc := elems.Make(dt, len(idx))
+	tmp := elems.Make(dt, len(idx))
+	for r := 0; r < b.n; r++ {
+		dst := acc
+		if r > 0 {
+			dst = tmp
+		}
+		for k, i := range idx {
+			elems.Set(dst, k, b.input(r, i))
+		}
+		if r > 0 {
+			sumOp := op
+			if op == reduceop.Avg {
+				sumOp = reduceop.Sum
+			}
+			reduceop.Apply(dt, sumOp, goccl.Bytes(acc), goccl.Bytes(tmp))
+		}
+	}
+	if op == reduceop.Avg {
+		reduceop.Scale(dt, goccl.Bytes(acc), b.n)
+	}
+	return acc
+}
+
+func (b *benchBufs) expected() any {
+	dt, n, m := b.cfg.dtype, b.n, b.count/b.n
+	fill := func(cnt int, f func(i int) float64) any {
+		s := elems.Make(dt, cnt)
+		for i := 0; i < cnt; i++ {
+			elems.Set(s, i, f(i))
+		}
+		return s
+	}
+	seq := func(lo, cnt int) []int {
+		idx := make([]int, cnt)
+		for i := range idx {
+			idx[i] = lo + i
+		}
+		return idx
+	}
+	switch b.cfg.op {
+	case "allreduce":
+		return b.reduced(seq(0, b.count))
+	case "reduce":
+		if b.rank == b.cfg.root {
+			return b.reduced(seq(0, b.count))
+		}
+	case "reducescatter":
+		return b.reduced(seq(b.rank*m, m))
+	case "broadcast":
+		return fill(b.count, func(i int) float64 { return b.input(b.cfg.root, i) })
+	case "allgather":
+		return fill(b.count, func(i int) float64 { return b.input(i/m, i%m) })
+	case "gather":
+		if b.rank == b.cfg.root {
+			return fill(b.count, func(i int) float64 { return b.input(i/m, i%m) })
+		}
+	case "scatter":
+		return fill(m, func(i int) float64 { return b.input(b.cfg.root, b.rank*m+i) })
+	case "alltoall":
+		return fill(b.count, func(i int) float64 { return b.input(i/m, b.rank*m+i%m) })
+	case "sendrecv":
+		return fill(b.count, func(i int) float64 { return b.input((b.rank+n-1)%n, i) })
+	}
+	return nil
+}
+
+// result is the buffer that holds this rank's answer.
+func (b *benchBufs) result() any {
+	switch b.cfg.op {
+	case "allreduce", "broadcast", "reduce":
+		return b.send
+	}
+	return b.recv
+}
+
+func (b *benchBufs) wrong() int64 {
+	if b.want == nil {
+		return 0
+	}
+	got := b.result()
+	var bad int64
+	for i := 0; i < sliceLen(b.want); i++ {
+		if elems.Get(got, i) != elems.Get(b.want, i) {
+			bad++
+		}
+	}
+	return bad
+}
+
+func (b *benchBufs) run(ctx context.Context, c *goccl.Comm) error {
+	cfg := b.cfg
+	switch cfg.op {
+	case "allreduce":
+		return c.AllReduce(ctx, b.send, cfg.redop)
+	case "broadcast":
+		return c.Broadcast(ctx, b.send, cfg.root)
+	case "reduce":
+		return c.Reduce(ctx, b.send, cfg.redop, cfg.root)
+	case "allgather":
+		return c.AllGather(ctx, b.send, b.recv)
+	case "reducescatter":
+		return c.ReduceScatter(ctx, b.send, b.recv, cfg.redop)
+	case "alltoall":
+		return c.AllToAll(ctx, b.send, b.recv)
+	case "gather":
+		return c.Gather(ctx, b.send, b.recv, cfg.root)
+	case "scatter":
+		return c.Scatter(ctx, b.send, b.recv, cfg.root)
+	case "sendrecv":
+		// Every rank sends to the next and receives from the previous.
+		next, prev := (b.rank+1)%b.n, (b.rank+b.n-1)%b.n
+		r := c.RecvAsync(ctx, b.recv, prev, 0)
+		if err := c.Send(ctx, b.send, next, 0); err != nil {
+			return err
+		}
+		return r.Wait(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the program `goccl run` starts: with
+// GOCCL_RUN_TEST_CHILD set, TestRunHelperProcess plays a rank instead of
+// testing. No TestMain is needed.
+const childEnv = "GOCCL_RUN_TEST_CHILD"
+
+// childArgs is the command line that runs this test binary as a rank.
+func childArgs(t *testing.T) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe, "-test.run=^TestRunHelperProcess$"}
+}
+
+func TestRunHelperProcess(t *testing.T) {
+	mode := os.Getenv(childEnv)
+	if mode == "" {
+		t.Skip("only runs as a child of goccl run")
+	}
+	os.Exit(child(mode))
+}
+
+// child plays one rank. The modes:
+//
+//	echo    print the environment to stdout, a line to stderr, exit 0
+//	fail    rank GOCCL_TEST_FAIL_RANK waits until the others have written
+//	        their pid files, then exits with code 3; the others start a
+//	        grandchild and block
+//	block   write pid files and block
+//	sleep   (grandchild) block
+func child(mode string) int {
+	rank := os.Getenv("RANK")
+	dir := os.Getenv("GOCCL_TEST_DIR")
+	if os.Getenv("GOCCL_TEST_IGNORE_TERM") == rank {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	switch mode {
+	case "echo":
+		fmt.Printf("env %s %s %s %s %s %s %s %s\n", rank, os.Getenv("WORLD_SIZE"), os.Getenv("LOCAL_RANK"),
+			os.Getenv("LOCAL_WORLD_SIZE"), os.Getenv("GROUP_RANK"), os.Getenv("NODE_RANK"),
+			os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"))
+		for i := range 50 {
+			fmt.Printf("line %d of rank %s %s\n", i, rank, strings.Repeat("x", 100))
+		}
+		fmt.Fprintf(os.Stderr, "to stderr from %s\n", rank)
+		fmt.Print("no newline")
+		return 0
+	case "fail", "block":
+		if mode == "fail" && rank == os.Getenv("GOCCL_TEST_FAIL_RANK") {
+			n, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+			for { // wait for the other ranks' and grandchildren's pid files
+				m, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+				if len(m) >= 2*(n-1) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			fmt.Println("failing")
+			return 3
+		}
+		gc := exec.Command(os.Args[0], os.Args[1:]...)
+		gc.Env = append(os.Environ(), childEnv+"=sleep")
+		gc.Stdout = os.Stdout
+		if err := gc.Start(); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		writePid(dir, "rank"+rank, os.Getpid())
+		writePid(dir, "grandchild"+rank, gc.Process.Pid)
+		select {}
+	case "sleep":
+		select {}
+	}
+	return 99
+}
+
+// writePid writes a pid file atomically (a temp file, then a rename), so
+// that a test that sees the file also sees its contents.
+func writePid(dir, name string, pid int) {
+	tmp := filepath.Join(dir, name+".tmp")
+	os.WriteFile(tmp, []byte(strconv.Itoa(pid)), 0o600)
+	os.Rename(tmp, filepath.Join(dir, name+".pid"))
+}
+
+// alive reports whether pid names a process that has not exited (a zombie
+// counts as exited).
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// syncBuffer is a bytes.Buffer safe for the copier goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runChildren(t *testing.T, ctx context.Context, mode string, flags []string, env ...string) (code int, stdout, stderr string, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	t.Setenv(childEnv, mode)
+	t.Setenv("GOCCL_TEST_DIR", dir)
+	for i := 0; i+1 < len(env); i += 2 {
+		t.Setenv(env[i], env[i+1])
+	}
+	var out, errb syncBuffer
+	args := append(append(slices.Clone(flags), "--"), childArgs(t)...)
+	code = runCommand(ctx, args, &out, &errb, nil)
+	return code, out.String(), errb.String(), dir
+}
+
+func TestRunPrefixesAndEnv(t *testing.T) {
+	code, out, errOut, _ := runChildren(t, context.Background(), "echo", []string{"-n", "3"},
+		"OMPI_COMM_WORLD_RANK", "7") // must not leak into the ranks
+	if code != 0 {
+		t.Fatalf("exit code %d, stderr:\n%s", code, errOut)
+	}
+	lineRE := regexp.MustCompile(`^\[([0-2])\] (.*)$`)
+	ports := map[string]bool{}
+	perRank := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		m := lineRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("line without a rank prefix: %q", line)
+		}
+		rank, body := m[1], m[2]
+		perRank[rank]++
+		switch {
+		case strings.HasPrefix(body, "env "):
+			f := strings.Fields(body)
+			want := []string{"env", rank, "3", rank, "3", "0", "0", "127.0.0.1"}
+			if !slices.Equal(f[:8], want) {
+				t.Errorf("rank %s env = %q, want %q", rank, f[:8], want)
+			}
+			if p, err := strconv.Atoi(f[8]); err != nil || p <= 0 {
+				t.Errorf("rank %s MASTER_PORT = %q", rank, f[8])
+			}
+			ports[f[8]] = true
+		case strings.HasPrefix(body, "line "):
+			if !strings.Contains(body, "of rank "+rank+" ") || !strings.HasSuffix(body, strings.Repeat("x", 100)) {
+				t.Errorf("mangled line from rank %s: %q", rank, body)
+			}
+		case body == "no newline":
+		default:
+			t.Errorf("unexpected line %q", line)
+		}
+	}
+	for r := range 3 {
+		if n := perRank[strconv.Itoa(r)]; n != 52 {
+			t.Errorf("rank %d printed %d lines, want 52", r, n)
+		}
+	}
+	if len(ports) != 1 {
+		t.Errorf("ranks disagree on MASTER_PORT: %v", ports)
+	}
+	for r := range 3 {
+		if want := fmt.Sprintf("[%d] to stderr from %d\n", r, r); !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+func TestRunMultiNodeEnv(t *testing.T) {
+	code, out, errOut, _ := runChildren(t, context.Background(), "echo",
+		[]string{"-n", "2", "-nnodes", "3", "-node-rank", "1", "-master-addr", "head", "-master-port", "4567"})
+	if code != 0 {
+		t.Fatalf("exit code %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"[2] env 2 6 0 2 1 1 head 4567\n",
+		"[3] env 3 6 1 2 1 1 head 4567\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// pids reads the pid files the ranks wrote.
+func pids(t *testing.T, dir, prefix string) []int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, prefix+"*.pid"))
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func checkAllGone(t *testing.T, dir string, wantRanks int) {
+	t.Helper()
+	ranks, grand := pids(t, dir, "rank"), pids(t, dir, "grandchild")
+	if len(ranks) != wantRanks || len(grand) != wantRanks {
+		t.Fatalf("found %d rank and %d grandchild pid files, want %d each", len(ranks), len(grand), wantRanks)
+	}
+	for _, pid := range append(ranks, grand...) {
+		// The grandchildren are reaped by init, not by us: allow it a moment.
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("process %d still runs after goccl run returned", pid)
+		}
+	}
+}
+
+func TestRunFailureStopsOthers(t *testing.T) {
+	cases := []struct {
+		name  string
+		env   []string
+		ranks int
+	}{
+		{"sigterm", []string{"GOCCL_TEST_FAIL_RANK", "1"}, 4},
+		{"rank ignores sigterm", []string{"GOCCL_TEST_FAIL_RANK", "0", "GOCCL_TEST_IGNORE_TERM", "2"}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut, dir := runChildren(t, context.Background(), "fail",
+				[]string{"-n", strconv.Itoa(c.ranks), "-grace", "200ms"}, c.env...)
+			if code != 3 {
+				t.Fatalf("exit code %d, want 3 (the failing rank's); stdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			fail := c.env[1]
+			if !strings.Contains(out, "["+fail+"] failing\n") {
+				t.Errorf("stdout lacks the failing rank's line:\n%s", out)
+			}
+			if !strings.Contains(errOut, "rank "+fail+" exited with code 3") {
+				t.Errorf("stderr does not name the failing rank:\n%s", errOut)
+			}
+			checkAllGone(t, dir, c.ranks-1)
+		})
+	}
+}
+
+func TestRunCancelStopsAll(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	t.Setenv(childEnv, "block")
+	t.Setenv("GOCCL_TEST_DIR", dir)
+	const n = 3
+	go func() { // cancel once every rank and grandchild is up
+		for {
+			if m, _ := filepath.Glob(filepath.Join(dir, "*.pid")); len(m) >= 2*n {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var out, errb syncBuffer
+	args := append([]string{"-n", strconv.Itoa(n), "-grace", "200ms", "--"}, childArgs(t)...)
+	code := runCommand(ctx, args, &out, &errb, nil)
+	if code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit code %d after cancel, want %d", code, 128+int(syscall.SIGINT))
+	}
+	checkAllGone(t, dir, n)
+}
+
+func TestRunSignalStopsAll(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(childEnv, "block")
+	t.Setenv("GOCCL_TEST_DIR", dir)
+	t.Setenv("GOCCL_TEST_IGNORE_TERM", "1") // rank 1 needs the second signal
+	const n = 2
+	sigs := make(chan os.Signal, 2)
+	go func() {
+		for {
+			if m, _ := filepath.Glob(filepath.Join(dir, "*.pid")); len(m) >= 2*n {
+				sigs <- syscall.SIGTERM
+				sigs <- syscall.SIGTERM
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var out, errb syncBuffer
+	args := append([]string{"-n", strconv.Itoa(n), "-grace", "1h", "--"}, childArgs(t)...)
+	code := runCommand(context.Background(), args, &out, &errb, sigs)
+	if code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d after SIGTERM, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	checkAllGone(t, dir, n)
+}
+
+func TestRunFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"-n", "2"}, 2, "no program"},
+		{[]string{"-n", "0", "--", "true"}, 2, "at least one rank"},
+		{[]string{"-nnodes", "2", "-master-addr", "h", "--", "true"}, 2, "-master-port is required"},
+		{[]string{"-nnodes", "2", "-master-port", "5", "--", "true"}, 2, "-master-addr is required"},
+		{[]string{"-nnodes", "2", "-node-rank", "2", "-master-addr", "h", "-master-port", "5", "--", "true"}, 2, "-node-rank 2"},
+		{[]string{"-master-port", "70000", "--", "true"}, 2, "not a port"},
+		{[]string{"-bogus", "--", "true"}, 2, "bogus"},
+		{[]string{"-h"}, 0, "usage: goccl run"},
+		{[]string{"-n", "2", "--", "/nonexistent/program"}, 1, "rank 0"},
+		{[]string{"-n", "2", "--", "false"}, 1, "exited with code 1"},
+		{[]string{"-n", "2", "--", "true"}, 0, ""},
+	}
+	for _, c := range cases {
+		var out, errb syncBuffer
+		code := runCommand(context.Background(), c.args, &out, &errb, nil)
+		if code != c.code || !strings.Contains(errb.String(), c.msg) {
+			t.Errorf("goccl run %q = %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.msg)
+		}
+	}
+}
+
+func TestCopyPrefixed(t *testing.T) {
+	long := strings.Repeat("y", 70<<10)
+	cases := []struct{ in, want string }{
+		{"", ""},
+		{"a\n", "[7] a\n"},
+		{"a\nb", "[7] a\n[7] b\n"},
+		{"\n\n", "[7] \n[7] \n"},
+		{long + "\nz\n", "[7] " + long + "\n[7] z\n"},
+	}
+	for _, c := range cases {
+		var b bytes.Buffer
+		copyPrefixed(&b, strings.NewReader(c.in), []byte("[7] "))
+		if b.String() != c.want {
+			t.Errorf("copyPrefixed(%.20q...) = %.40q..., want %.40q...", c.in, b.String(), c.want)
+		}
+	}
+}

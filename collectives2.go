@@ -1,0 +1,416 @@
+package goccl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport"
+)
+
+// ---- AllToAll ----
+
+// AllToAll sends block j of send to rank j and receives rank j's block for
+// this rank into block j of recv; blocks are len(send)/Size() elements
+// (torch's all_to_all_single without splits).
+func (c *Comm) AllToAll(ctx context.Context, send, recv any) error {
+	return checked(c.allToAll(send, nil, recv, nil)).exec(ctx)
+}
+
+// AllToAllAsync starts AllToAll and returns at once.
+func (c *Comm) AllToAllAsync(ctx context.Context, send, recv any) *Work {
+	k, err := c.allToAll(send, nil, recv, nil)
+	return start(ctx, checked(k, err))
+}
+
+// AllToAllSplit is AllToAll with per-rank block sizes: sendCounts[j]
+// elements go to rank j and recvCounts[j] come from it (all_to_all_single
+// with input and output splits). A nil counts slice means equal blocks.
+func (c *Comm) AllToAllSplit(ctx context.Context, send any, sendCounts []int, recv any, recvCounts []int) error {
+	return checked(c.allToAll(send, sendCounts, recv, recvCounts)).exec(ctx)
+}
+
+func (c *Comm) splits(name, what string, v view, counts []int) ([]int, error) {
+	n := c.Size()
+	if counts == nil {
+		if v.n%n != 0 {
+			return nil, invalid(name, c.rank, "%s has %d elements, not divisible by size %d", what, v.n, n)
+		}
+		return equalCounts(n, v.n/n), nil
+	}
+	if len(counts) != n {
+		return nil, invalid(name, c.rank, "%s counts has %d entries, want %d", what, len(counts), n)
+	}
+	sum := 0
+	for j, k := range counts {
+		if k < 0 {
+			return nil, invalid(name, c.rank, "%s counts[%d] = %d is negative", what, j, k)
+		}
+		sum += k
+	}
+	if sum != v.n {
+		return nil, invalid(name, c.rank, "%s counts add up to %d but the buffer has %d elements", what, sum, v.n)
+	}
+	return counts, nil
+}
+
+func (c *Comm) allToAll(send any, sendCounts []int, recv any, recvCounts []int) (*call, error) {
+	const name = commslog.AllToAllSingle
+	sv, err := c.check(name, "send", send)
+	if err != nil {
+		return nil, err
+	}
+	rv, err := c.check(name, "recv", recv)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameType(name, c, sv, rv); err != nil {
+		return nil, err
+	}
+	sc, err := c.splits(name, "send", sv, sendCounts)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := c.splits(name, "recv", rv, recvCounts)
+	if err != nil {
+		return nil, err
+	}
+	return c.allToAllv(name, []view{sv}, sc, rv, rc), nil
+}
+
+func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int) *call {
+	a, fn := c.pickAllToAll(rv.bytes())
+	bytes := 0
+	for _, p := range parts {
+		bytes += p.bytes()
+	}
+	k := c.newCall(name, rv.dt, bytes, a)
+	p := c.peers(k, rv.dt, nil)
+	k.run = func(ctx context.Context) error {
+		var sendHost []byte
+		if len(parts) == 1 && parts[0].dev == nil {
+			sendHost = parts[0].b
+		} else {
+			sendHost = getScratch(bytes)
+			defer putScratch(sendHost)
+			if err := pack(ctx, sendHost, parts); err != nil {
+				return err
+			}
+		}
+		s, err := stage(ctx, rv, false)
+		if err != nil {
+			return err
+		}
+		if err := fn(ctx, p, sendHost, sc, s.host, rc); err != nil {
+			s.unstage(ctx, false)
+			return err
+		}
+		return s.unstage(ctx, true)
+	}
+	return k
+}
+
+// AllToAllList sends send[j] to rank j and receives rank j's message into
+// recv[j] (torch's all_to_all). Lengths may differ per rank but must match
+// between the sender and the receiver.
+func (c *Comm) AllToAllList(ctx context.Context, send, recv []any) error {
+	const name = commslog.AllToAll
+	if len(send) != c.Size() || len(recv) != c.Size() {
+		return invalid(name, c.rank, "need %d send and recv buffers, got %d and %d", c.Size(), len(send), len(recv))
+	}
+	svs, _, err := c.checkList(name, "send", send)
+	if err != nil {
+		return err
+	}
+	rvs, rtotal, err := c.checkList(name, "recv", recv)
+	if err != nil {
+		return err
+	}
+	if err := sameType(name, c, svs[0], rvs[0]); err != nil {
+		return err
+	}
+	sc := make([]int, len(svs))
+	rc := make([]int, len(rvs))
+	for j := range svs {
+		sc[j], rc[j] = svs[j].n, rvs[j].n
+	}
+	flat := getScratch(rtotal * rvs[0].dt.Size())
+	defer putScratch(flat)
+	fv := view{dt: rvs[0].dt, n: rtotal, b: flat}
+	if err := c.allToAllv(name, svs, sc, fv, rc).exec(ctx); err != nil {
+		return err
+	}
+	return unpack(ctx, flat, rvs)
+}
+
+// ---- Gather and Scatter ----
+
+// Gather collects every rank's send into root's recv, rank i's part at
+// element i*len(send). recv is only used on root (others may pass nil of
+// the right type, or anything: it is not read).
+func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
+	const name = commslog.Gather
+	sv, err := c.check(name, "send", send)
+	if err != nil {
+		return err
+	}
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	n := c.Size()
+	var rv view
+	if c.rank == root {
+		if rv, err = c.check(name, "recv", recv); err != nil {
+			return err
+		}
+		if err := sameType(name, c, sv, rv); err != nil {
+			return err
+		}
+		if rv.n != sv.n*n {
+			return invalid(name, c.rank, "recv has %d elements, want %d", rv.n, sv.n*n)
+		}
+	}
+	a, fn := c.pickGather(sv.bytes() * n)
+	k := c.newCall(name, sv.dt, sv.bytes()*n, a)
+	p := c.peers(k, sv.dt, nil)
+	counts := equalCounts(n, sv.n)
+	k.run = func(ctx context.Context) error {
+		var s staged
+		var host []byte
+		if c.rank == root {
+			var err error
+			if s, err = stage(ctx, rv, false); err != nil {
+				return err
+			}
+			host = s.host
+		} else {
+			host = getScratch(sv.bytes() * n)
+			defer putScratch(host)
+		}
+		if err := pack(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], []view{sv}); err != nil {
+			s.unstage(ctx, false)
+			return err
+		}
+		if n > 1 && len(host) > 0 {
+			if err := fn(ctx, p, host, counts, root); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		return s.unstage(ctx, c.rank == root)
+	}
+	return k.exec(ctx)
+}
+
+// Scatter sends block i of root's send (len(send) = Size()*len(recv)) to
+// rank i's recv. send is only read on root.
+func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
+	const name = commslog.Scatter
+	rv, err := c.check(name, "recv", recv)
+	if err != nil {
+		return err
+	}
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	n := c.Size()
+	var sv view
+	if c.rank == root {
+		if sv, err = c.check(name, "send", send); err != nil {
+			return err
+		}
+		if err := sameType(name, c, sv, rv); err != nil {
+			return err
+		}
+		if sv.n != rv.n*n {
+			return invalid(name, c.rank, "send has %d elements, want %d", sv.n, rv.n*n)
+		}
+	}
+	a, fn := c.pickScatter(rv.bytes() * n)
+	k := c.newCall(name, rv.dt, rv.bytes()*n, a)
+	p := c.peers(k, rv.dt, nil)
+	counts := equalCounts(n, rv.n)
+	k.run = func(ctx context.Context) error {
+		var host []byte
+		if c.rank == root && sv.dev == nil {
+			host = sv.b // the algorithm only reads root's buffer
+		} else {
+			host = getScratch(rv.bytes() * n)
+			defer putScratch(host)
+			if c.rank == root {
+				if err := pack(ctx, host, []view{sv}); err != nil {
+					return err
+				}
+			}
+		}
+		if n > 1 && len(host) > 0 {
+			if err := fn(ctx, p, host, counts, root); err != nil {
+				return err
+			}
+		}
+		return copyTo(ctx, rv, 0, host[c.rank*rv.bytes():(c.rank+1)*rv.bytes()])
+	}
+	return k.exec(ctx)
+}
+
+// ---- Point to point ----
+
+// MaxTag is the largest tag Send and Recv accept.
+const MaxTag = tagP2P - 1
+
+func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, error) {
+	v, err := c.check(name, "buf", buf)
+	if err != nil {
+		return v, 0, err
+	}
+	if peer < 0 || peer >= c.Size() {
+		return v, 0, invalid(name, c.rank, "peer %d out of range [0,%d)", peer, c.Size())
+	}
+	if tag < 0 || tag > MaxTag {
+		return v, 0, invalid(name, c.rank, "tag %d out of range [0,%d]", tag, MaxTag)
+	}
+	return v, transport.Tag(c.id<<tagGroupShift | tagP2P | uint64(tag)), nil
+}
+
+// Send sends buf to rank dst with a tag; the matching Recv on dst must use
+// the same tag. Messages with one tag between two ranks arrive in order.
+func (c *Comm) Send(ctx context.Context, buf any, dst, tag int) error {
+	return c.SendAsync(ctx, buf, dst, tag).Wait(ctx)
+}
+
+// Recv receives the next message with tag from rank src into buf, which
+// must have exactly the length that was sent.
+func (c *Comm) Recv(ctx context.Context, buf any, src, tag int) error {
+	return c.RecvAsync(ctx, buf, src, tag).Wait(ctx)
+}
+
+// SendAsync starts Send (torch's isend). The message is ordered against
+// other sends to dst with the same tag when SendAsync is called.
+func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
+	const name = commslog.Send
+	v, t, err := c.p2p(name, buf, dst, tag)
+	if err == nil {
+		err = c.usable(name)
+	}
+	if err != nil {
+		return start(ctx, &call{err: err})
+	}
+	host := v.b
+	if v.dev != nil {
+		host = getScratch(v.bytes())
+		if err := v.dev.CopyToHost(ctx, host, 0); err != nil {
+			return start(ctx, &call{err: &Error{Op: name, Rank: c.rank, Peer: dst, Err: err}})
+		}
+	}
+	r := c.shared.ep.Isend(c.ranks[dst], t, host)
+	k := c.newCall(name, v.dt, v.bytes(), "")
+	k.run = func(ctx context.Context) error {
+		err := r.Wait(ctx)
+		if v.dev != nil && err == nil {
+			putScratch(host)
+		}
+		if err != nil {
+			return &Error{Op: name, Rank: c.rank, Peer: dst, Dir: "->", Err: classify(err)}
+		}
+		return nil
+	}
+	return start(ctx, k)
+}
+
+// RecvAsync starts Recv (torch's irecv). The receive is posted when
+// RecvAsync is called.
+func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
+	const name = commslog.Recv
+	v, t, err := c.p2p(name, buf, src, tag)
+	if err == nil {
+		err = c.usable(name)
+	}
+	if err != nil {
+		return start(ctx, &call{err: err})
+	}
+	host := v.b
+	if v.dev != nil {
+		host = getScratch(v.bytes())
+	}
+	r := c.shared.ep.Irecv(c.ranks[src], t, host)
+	k := c.newCall(name, v.dt, v.bytes(), "")
+	k.run = func(ctx context.Context) error {
+		if err := r.Wait(ctx); err != nil {
+			return &Error{Op: name, Rank: c.rank, Peer: src, Dir: "<-", Err: classify(err)}
+		}
+		if v.dev != nil {
+			defer putScratch(host)
+			return v.dev.CopyFromHost(ctx, 0, host)
+		}
+		return nil
+	}
+	return start(ctx, k)
+}
+
+// ---- Barriers ----
+
+// Barrier returns once every rank of the group has entered it.
+func (c *Comm) Barrier(ctx context.Context) error {
+	const name = commslog.Barrier
+	if err := c.usable(name); err != nil {
+		return err
+	}
+	k := c.newCall(name, 0, 0, algo.Dissemination)
+	p := c.peers(k, reduceop.Uint8, nil)
+	k.run = func(ctx context.Context) error { return barrierFunc(ctx, p) }
+	return k.exec(ctx)
+}
+
+// MonitoredBarrier is a barrier that reports who is missing: rank 0 waits
+// up to timeout for every other rank, and the error names the ranks that
+// did not arrive (torch's monitored_barrier). With waitAll, rank 0 lists
+// every missing rank; otherwise it fails at the first. Other ranks fail
+// naming rank 0 if it does not release them in time.
+func (c *Comm) MonitoredBarrier(ctx context.Context, timeout time.Duration, waitAll bool) error {
+	const name = commslog.MonitoredBarrier
+	if err := c.usable(name); err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		return invalid(name, c.rank, "timeout must be positive, got %v", timeout)
+	}
+	k := c.newCall(name, 0, 0, "")
+	p := c.peers(k, reduceop.Uint8, nil)
+	k.run = func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if c.rank != 0 {
+			p.Isend(0, nil)
+			if err := p.Irecv(0, nil).Wait(ctx); err != nil {
+				return err
+			}
+			return nil
+		}
+		reqs := make([]algo.Request, c.Size())
+		for r := 1; r < c.Size(); r++ {
+			reqs[r] = p.Irecv(r, nil)
+		}
+		var missing []int
+		for r := 1; r < c.Size(); r++ {
+			if err := reqs[r].Wait(ctx); err != nil {
+				missing = append(missing, r)
+				if !waitAll {
+					break
+				}
+			}
+		}
+		if len(missing) > 0 {
+			return &Error{Op: name, Rank: c.rank, Peer: missing[0],
+				Err: fmt.Errorf("%w: ranks %v did not reach the barrier within %v", ErrTimeout, slices.Clip(missing), timeout)}
+		}
+		for r := 1; r < c.Size(); r++ {
+			p.Isend(r, nil)
+		}
+		return nil
+	}
+	return k.exec(ctx)
+}

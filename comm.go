@@ -1,0 +1,265 @@
+package goccl
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport"
+)
+
+// DefaultTimeout is how long a collective waits on its peers when neither
+// the context nor WithTimeout says otherwise: 30 minutes, as in
+// torch.distributed and DeepSpeed.
+const DefaultTimeout = 30 * time.Minute
+
+// Comm is a communicator: a group of ranks that run collectives together.
+// Every rank of the group must call the same collectives in the same order
+// with matching arguments, as with NCCL and torch.distributed.
+//
+// The methods of one Comm may be called from several goroutines, but the
+// order in which collectives are started must be the same on every rank;
+// the async forms fix that order when they are called, not when they run.
+//
+// After a failure (a peer lost, a timeout, a mismatch) the communicator is
+// aborted: the shared endpoint is closed so that no buffer is touched after
+// the call returns, and every later call returns ErrAborted at once. A
+// buffer that a failed or cancelled collective was writing holds
+// unspecified contents.
+type Comm struct {
+	shared *shared
+	id     uint64 // group id, part of every tag
+	rank   int    // rank in this group
+	ranks  []int  // group rank -> endpoint (world) rank
+	opts   options
+
+	seq      atomic.Uint64 // collectives started on this group
+	children atomic.Uint64 // groups created from this one
+	closed   atomic.Bool
+}
+
+// shared is what the world communicator and every group made from it share.
+type shared struct {
+	ep       transport.Endpoint
+	aborted  atomic.Pointer[error]
+	closeOne sync.Once
+	log      *commslog.Logger
+}
+
+type options struct {
+	timeout time.Duration
+	algo    algo.Algorithm // forced, or ""
+	logCfg  *commslog.Config
+	getenv  func(string) string
+}
+
+// Option configures a communicator.
+type Option func(*options)
+
+// WithTimeout sets how long collectives wait on peers (default DefaultTimeout).
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithAlgorithm forces an algorithm family for every collective it
+// implements, like NCCL_ALGO; the others keep the cost model's choice. The
+// environment variable GOCCL_ALGO does the same.
+func WithAlgorithm(a algo.Algorithm) Option { return func(o *options) { o.algo = a } }
+
+// WithCommsLog turns on the comms logger with cfg (GOCCL_COMMS_LOG=1 and its
+// companions do the same from the environment).
+func WithCommsLog(cfg commslog.Config) Option { return func(o *options) { o.logCfg = &cfg } }
+
+// WithGetenv replaces os.Getenv for reading GOCCL_* settings (tests).
+func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{timeout: DefaultTimeout, getenv: os.Getenv}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.timeout <= 0 {
+		return o, fmt.Errorf("goccl: timeout must be positive, got %v", o.timeout)
+	}
+	if o.algo == "" {
+		o.algo = algo.Algorithm(o.getenv("GOCCL_ALGO"))
+	}
+	if o.algo != "" && !knownAlgorithm(o.algo) {
+		return o, fmt.Errorf("goccl: unknown algorithm %q (GOCCL_ALGO or WithAlgorithm)", o.algo)
+	}
+	return o, nil
+}
+
+// New returns the world communicator over an endpoint: one rank per
+// endpoint rank. The communicator owns ep and closes it in Close.
+func New(ep transport.Endpoint, opts ...Option) (*Comm, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	ranks := make([]int, ep.Size())
+	for i := range ranks {
+		ranks[i] = i
+	}
+	cfg := commslog.ConfigFromEnv(o.getenv)
+	if o.logCfg != nil {
+		cfg = *o.logCfg
+	}
+	sh := &shared{ep: ep, log: commslog.New(cfg, ep.Rank(), ep.Size())}
+	return &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}, nil
+}
+
+// Rank returns this process's rank in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in the communicator.
+func (c *Comm) Size() int { return len(c.ranks) }
+
+// Ranks returns the world ranks of the group's members, in group order.
+func (c *Comm) Ranks() []int { return append([]int(nil), c.ranks...) }
+
+// GlobalRank returns the world rank of group rank r.
+func (c *Comm) GlobalRank(r int) (int, error) {
+	if r < 0 || r >= len(c.ranks) {
+		return 0, invalid("global_rank", c.rank, "rank %d not in group of size %d", r, len(c.ranks))
+	}
+	return c.ranks[r], nil
+}
+
+// CommsLog returns the comms logger (records, summary); nil-safe methods.
+func (c *Comm) CommsLog() *commslog.Logger { return c.shared.log }
+
+// Close releases the communicator. Closing the world communicator closes
+// the endpoint, which aborts every group made from it; closing a group only
+// marks that group closed.
+func (c *Comm) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	if c.id != 0 {
+		return nil
+	}
+	var err error
+	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
+	return err
+}
+
+// Abort fails every pending and later call with ErrAborted (wrapping
+// cause) and closes the endpoint, as ncclCommAbort does.
+func (c *Comm) Abort(cause error) {
+	c.abort(cause)
+}
+
+func (c *Comm) abort(cause error) {
+	if cause == nil {
+		cause = ErrAborted
+	}
+	e := fmt.Errorf("%w: %w", ErrAborted, cause)
+	if c.shared.aborted.CompareAndSwap(nil, &e) {
+		c.shared.closeOne.Do(func() { c.shared.ep.Close() })
+	}
+}
+
+// usable returns the error every call returns on a closed or aborted
+// communicator.
+func (c *Comm) usable(op string) error {
+	if p := c.shared.aborted.Load(); p != nil {
+		return &Error{Op: op, Rank: c.rank, Peer: -1, Err: *p}
+	}
+	if c.closed.Load() {
+		return &Error{Op: op, Rank: c.rank, Peer: -1, Err: fmt.Errorf("%w: communicator closed", ErrAborted)}
+	}
+	return nil
+}
+
+// Tags: the top 24 bits name the group, the next bit says point-to-point,
+// the low 39 bits count collectives (or carry the user's p2p tag).
+const (
+	tagGroupShift = 40
+	tagP2P        = 1 << 39
+)
+
+func (c *Comm) nextTag() transport.Tag {
+	return transport.Tag(c.id<<tagGroupShift | (c.seq.Add(1) & (tagP2P - 1)))
+}
+
+func childID(parent, n uint64, ranks []int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprint(h, parent, n, ranks)
+	id := h.Sum64() & (1<<24 - 1)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// peers adapts a communicator to algo.Peers for one collective call.
+type peers struct {
+	c      *Comm
+	op     string
+	tag    transport.Tag
+	elem   int
+	reduce func(dst, src []byte) error
+}
+
+var _ algo.Peers = (*peers)(nil)
+
+func (p *peers) Rank() int     { return p.c.rank }
+func (p *peers) Size() int     { return len(p.c.ranks) }
+func (p *peers) ElemSize() int { return p.elem }
+
+func (p *peers) Reduce(dst, src []byte) error {
+	if p.reduce == nil {
+		return fmt.Errorf("goccl: %s has no reduction", p.op)
+	}
+	return p.reduce(dst, src)
+}
+
+func (p *peers) Isend(to int, b []byte) algo.Request {
+	return &request{p: p, peer: to, dir: "->", r: p.c.shared.ep.Isend(p.c.ranks[to], p.tag, b)}
+}
+
+func (p *peers) Irecv(from int, b []byte) algo.Request {
+	return &request{p: p, peer: from, dir: "<-", r: p.c.shared.ep.Irecv(p.c.ranks[from], p.tag, b)}
+}
+
+type request struct {
+	p    *peers
+	peer int
+	dir  string
+	r    transport.Request
+}
+
+func (r *request) Wait(ctx context.Context) error {
+	err := r.r.Wait(ctx)
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: r.p.op, Rank: r.p.c.rank, Peer: r.peer, Dir: r.dir, Err: classify(err)}
+}
+
+// reducer returns the element-wise reduction for dt and op on host bytes
+// (Avg sums; the division happens once at the end).
+func reducer(k reduceop.Kernel, dt reduceop.DType, op reduceop.Op) func(dst, src []byte) error {
+	if op == reduceop.Avg {
+		op = reduceop.Sum
+	}
+	return func(dst, src []byte) error { return k.Reduce(dt, op, dst, src) }
+}
+
+// SetAlgorithm forces an algorithm family for the collectives started
+// after it returns ("" goes back to the cost model). Every rank must call
+// it at the same point in its sequence of calls, and not while a collective
+// of c is running.
+func (c *Comm) SetAlgorithm(a algo.Algorithm) error {
+	if a != "" && !knownAlgorithm(a) {
+		return invalid("set_algorithm", c.rank, "unknown algorithm %q", a)
+	}
+	c.opts.algo = a
+	return nil
+}

@@ -1,0 +1,108 @@
+package goccl
+
+import (
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/algo/halving"
+	"github.com/goccl/goccl/algo/ring"
+	"github.com/goccl/goccl/algo/tree"
+)
+
+// The algorithm tables: for each collective, the implementation of every
+// family that has one. algo.Implements and these tables must agree (a test
+// checks).
+var (
+	allReduceAlgos = map[algo.Algorithm]algo.AllReduceFunc{
+		algo.Ring:     ring.AllReduce,
+		algo.Tree:     tree.AllReduce,
+		algo.Halving:  halving.AllReduce,
+		algo.Doubling: halving.DoublingAllReduce,
+	}
+	broadcastAlgos = map[algo.Algorithm]algo.BroadcastFunc{
+		algo.Ring: ring.Broadcast,
+		algo.Tree: tree.Broadcast,
+	}
+	reduceAlgos = map[algo.Algorithm]algo.ReduceFunc{
+		algo.Tree: tree.Reduce,
+	}
+	allGatherAlgos = map[algo.Algorithm]algo.AllGatherFunc{
+		algo.Ring:     ring.AllGather,
+		algo.Doubling: halving.AllGather,
+	}
+	reduceScatterAlgos = map[algo.Algorithm]algo.ReduceScatterFunc{
+		algo.Ring:    ring.ReduceScatter,
+		algo.Halving: halving.ReduceScatter,
+	}
+	gatherAlgos   = map[algo.Algorithm]algo.GatherFunc{algo.Tree: tree.Gather}
+	scatterAlgos  = map[algo.Algorithm]algo.ScatterFunc{algo.Tree: tree.Scatter}
+	allToAllAlgos = map[algo.Algorithm]algo.AllToAllFunc{algo.Pairwise: algo.PairwiseAllToAll}
+	barrierFunc   = algo.DisseminationBarrier
+)
+
+func knownAlgorithm(a algo.Algorithm) bool {
+	for _, k := range algo.Algorithms {
+		if k == a {
+			return true
+		}
+	}
+	return false
+}
+
+// choose returns the forced algorithm if it implements coll, else the cost
+// model's pick.
+func (c *Comm) choose(coll algo.Collective, bytes int, force algo.Algorithm) algo.Algorithm {
+	if force == "" {
+		force = c.opts.algo
+	}
+	if force != "" && algo.Implements(force, coll) {
+		return force
+	}
+	return algo.Select(coll, bytes, c.Size())
+}
+
+func pick[F any](c *Comm, coll algo.Collective, bytes int, force algo.Algorithm, table map[algo.Algorithm]F) (algo.Algorithm, F) {
+	a := c.choose(coll, bytes, force)
+	f, ok := table[a]
+	if !ok {
+		// The cost model named a family this table lacks: take the first
+		// implementation in a fixed order, the same on every rank (a test
+		// keeps this unreachable).
+		for _, k := range algo.Algorithms {
+			if g, ok := table[k]; ok {
+				return k, g
+			}
+		}
+	}
+	return a, f
+}
+
+func (c *Comm) pickAllReduce(bytes int, force algo.Algorithm) (algo.Algorithm, algo.AllReduceFunc) {
+	return pick(c, algo.AllReduce, bytes, force, allReduceAlgos)
+}
+
+func (c *Comm) pickBroadcast(bytes int) (algo.Algorithm, algo.BroadcastFunc) {
+	return pick(c, algo.Broadcast, bytes, "", broadcastAlgos)
+}
+
+func (c *Comm) pickReduce(bytes int) (algo.Algorithm, algo.ReduceFunc) {
+	return pick(c, algo.Reduce, bytes, "", reduceAlgos)
+}
+
+func (c *Comm) pickAllGather(bytes int) (algo.Algorithm, algo.AllGatherFunc) {
+	return pick(c, algo.AllGather, bytes, "", allGatherAlgos)
+}
+
+func (c *Comm) pickReduceScatter(bytes int) (algo.Algorithm, algo.ReduceScatterFunc) {
+	return pick(c, algo.ReduceScatter, bytes, "", reduceScatterAlgos)
+}
+
+func (c *Comm) pickGather(bytes int) (algo.Algorithm, algo.GatherFunc) {
+	return pick(c, algo.Gather, bytes, "", gatherAlgos)
+}
+
+func (c *Comm) pickScatter(bytes int) (algo.Algorithm, algo.ScatterFunc) {
+	return pick(c, algo.Scatter, bytes, "", scatterAlgos)
+}
+
+func (c *Comm) pickAllToAll(bytes int) (algo.Algorithm, algo.AllToAllFunc) {
+	return pick(c, algo.AllToAll, bytes, "", allToAllAlgos)
+}

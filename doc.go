@@ -1,0 +1,47 @@
+// Package goccl is a collective-communication library for Go: allreduce,
+// broadcast, reduce, allgather, reduce-scatter, all-to-all, gather,
+// scatter, send/recv and barriers over groups of ranks, the job NCCL, Gloo
+// and torch.distributed do for Python, with the surface of DeepSpeed's
+// deepspeed.comm.
+//
+// A Comm is one rank's handle on a group. Every rank calls the same
+// collectives in the same order; buffers are typed Go slices ([]float32,
+// []int64, []reduceop.F16, ...) or a DeviceBuffer, and reductions are the
+// ops of package reduceop:
+//
+//	err := goccl.RunLocal(ctx, 4, func(ctx context.Context, c *goccl.Comm) error {
+//		grad := []float32{float32(c.Rank()), 1}
+//		return c.AllReduce(ctx, grad, reduceop.Sum) // grad == {6, 4} on every rank
+//	})
+//
+// # Algorithms
+//
+// The algorithms live in algo/ring, algo/tree and algo/halving, written
+// over the small algo.Peers interface so that they read like a textbook.
+// For each call, algo.Select picks the cheapest by an alpha-beta cost model
+// (recursive doubling and trees for small messages, ring and Rabenseifner
+// for large ones); WithAlgorithm or GOCCL_ALGO force one, as NCCL_ALGO does.
+//
+// # Transports
+//
+// A Comm runs over a transport.Endpoint: transport/mem for ranks as
+// goroutines in one process (NewLocal, RunLocal), transport/tcp for
+// processes and hosts.
+//
+// # Errors and timeouts
+//
+// Every blocking call takes a context; the communicator also has a default
+// timeout of 30 minutes (WithTimeout). Failures are *Error values naming the
+// operation, this rank and the peer, wrapping ErrTimeout, ErrPeerClosed,
+// ErrProtocol, ErrMismatch, ErrAborted or ErrInvalid. Bad arguments are
+// refused with ErrInvalid before anything is sent. Any other failure aborts
+// the communicator: its endpoint is closed, so no buffer is touched after
+// the call returns, and later calls fail at once with ErrAborted.
+//
+// # Asynchronous calls
+//
+// The Async forms (DeepSpeed's async_op=True) return a Work at once. The
+// order of collectives is fixed when the Async method is called, so ranks
+// may overlap several collectives as long as they start them in the same
+// order.
+package goccl

@@ -1,0 +1,49 @@
+// Package store implements the rendezvous key-value store that the ranks
+// of a goccl job use to find each other, in the manner of
+// torch.distributed's TCPStore and FileStore.
+//
+// Rank 0 hosts a Server; every rank (rank 0 included) talks to it through
+// a Client. Host does both in one call:
+//
+//	c, err := store.Host(ctx, "10.0.0.1:29500", rank == 0, store.Options{})
+//	...
+//	c.Set(ctx, "addr/3", myAddr)       // publish
+//	peer, err := c.Get(ctx, "addr/0") // waits until rank 0 has published
+//	n, err := c.Add(ctx, "arrived", 1) // counters for barriers
+//
+// Where no rank can listen for the others but all see one filesystem,
+// NewFileStore offers the same Store interface over a file. WithPrefix
+// gives a job, a group or a retry its own key space inside one store.
+//
+// # Semantics
+//
+// Get and Wait block until their keys exist; they block only their caller,
+// never other clients nor other calls of the same client. Every call takes
+// a context; when it has no deadline, Options.Timeout (default 5 minutes)
+// applies. A call that ends with its context returns an *OpError wrapping
+// the context's error. Add keeps counters as decimal text.
+//
+// # Wire protocol
+//
+// Client and server exchange length-prefixed little-endian frames:
+//
+//	u32 length | u8 op | u64 request id | u16 nargs | nargs × (u32 len | bytes)
+//
+// The server opens with a hello (magic "goccl-store/1", a 32-byte nonce,
+// whether it needs a secret). Requests carry ids and may be pipelined;
+// responses come back in any order, matched by id, which is how a waiting
+// Get leaves its connection free. The decoder refuses frames over
+// Options.MaxMessage, unknown ops, arguments that overrun the frame and
+// trailing bytes, with an error wrapping ErrProtocol, and the server then
+// drops the connection.
+//
+// # Authentication
+//
+// With Options.Secret set on both sides, the client answers the server's
+// nonce with HMAC-SHA256(secret, "client" | server nonce | client nonce)
+// and the server answers with HMAC-SHA256(secret, "server" | client nonce |
+// server nonce). The server serves no request of a connection that has not
+// authenticated, and each side refuses a peer that cannot prove the secret
+// (ErrAuth). The exchange keeps stray or misconfigured processes out; it
+// does not encrypt traffic.
+package store

@@ -1,0 +1,363 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Error codes carried by an opErr response.
+const (
+	codeOther      byte = 1
+	codeAuth       byte = 2
+	codeProtocol   byte = 3
+	codeNotInteger byte = 4
+	codeTooLarge   byte = 5
+)
+
+const nonceLen = 32
+
+// Server is a TCP store server. It keeps every key in memory; each
+// connection is served by its own goroutine, and a Get or Wait that waits
+// blocks neither its connection nor any other.
+//
+// A Server may serve several listeners at once. Close stops them all.
+type Server struct {
+	opts Options
+	t    *table
+
+	mu     sync.Mutex
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewServer returns a server with an empty store.
+func NewServer(opts Options) *Server {
+	return &Server{
+		opts:  opts,
+		t:     newTable(),
+		lns:   make(map[net.Listener]struct{}),
+		conns: make(map[net.Conn]struct{}),
+	}
+}
+
+// Serve runs a store server on ln until ctx ends, and then closes ln and
+// every connection it accepted.
+func Serve(ctx context.Context, ln net.Listener, opts Options) error {
+	s := NewServer(opts)
+	defer s.Close()
+	return s.Serve(ctx, ln)
+}
+
+// Serve accepts connections on ln until ctx ends or s is closed; it then
+// closes ln and returns nil. Any other accept failure is returned. The
+// connections accepted stay open until s.Close.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return &OpError{Op: "serve", Addr: ln.Addr().String(), Err: ErrClosed}
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if ctx.Err() != nil || closed || errors.Is(err, net.ErrClosed) {
+				ln.Close()
+				return nil
+			}
+			return &OpError{Op: "accept", Addr: ln.Addr().String(), Err: err}
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops every Serve, closes every connection and waits for their
+// goroutines to end. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// srvConn is the state of one client connection.
+type srvConn struct {
+	s      *Server
+	c      net.Conn
+	ctx    context.Context // ends when the connection ends
+	wmu    sync.Mutex
+	bw     *bufio.Writer
+	mu     sync.Mutex
+	cancel map[uint64]context.CancelFunc // waiting Gets and Waits by id
+	wg     sync.WaitGroup
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := &srvConn{s: s, c: c, ctx: ctx, bw: bufio.NewWriter(c), cancel: make(map[uint64]context.CancelFunc)}
+	// On return: close the socket (unblocking waiters' writes), cancel the
+	// waiting Gets and Waits, then wait for their goroutines.
+	defer sc.wg.Wait()
+	defer cancel()
+	defer c.Close()
+
+	var nonce [nonceLen]byte
+	rand.Read(nonce[:])
+	flags := []byte{0}
+	authed := len(s.opts.Secret) == 0
+	if !authed {
+		flags[0] = 1
+	}
+	if sc.send(&msg{op: opHello, args: [][]byte{[]byte(protoMagic), nonce[:], flags}}) != nil {
+		return
+	}
+	br := bufio.NewReader(c)
+	limit := s.opts.maxMessage()
+	for {
+		m, err := readMsg(br, limit)
+		if err != nil {
+			if errors.Is(err, ErrProtocol) {
+				sc.sendErr(0, codeProtocol, err.Error())
+			}
+			return
+		}
+		if m.op == opAuth {
+			if authed {
+				sc.sendErr(m.id, codeProtocol, "already authenticated")
+				return
+			}
+			reply, ok := checkAuth(s.opts.Secret, nonce[:], m.args)
+			if !ok {
+				sc.sendErr(m.id, codeAuth, "wrong secret")
+				return
+			}
+			authed = true
+			if sc.send(&msg{op: opOK, id: m.id, args: [][]byte{reply}}) != nil {
+				return
+			}
+			continue
+		}
+		if !authed {
+			sc.sendErr(m.id, codeAuth, "connection not authenticated")
+			return
+		}
+		if !sc.handle(m) {
+			return
+		}
+	}
+}
+
+// macs of the challenge-response: the client signs both nonces under the
+// label "client", the server under "server", so neither can be replayed as
+// the other.
+func authMAC(secret []byte, label string, first, second []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(label))
+	h.Write(first)
+	h.Write(second)
+	return h.Sum(nil)
+}
+
+// checkAuth verifies a client's opAuth arguments (clientNonce, mac) and
+// returns the server's proof.
+func checkAuth(secret, serverNonce []byte, args [][]byte) ([]byte, bool) {
+	if len(args) != 2 || len(args[0]) != nonceLen {
+		return nil, false
+	}
+	want := authMAC(secret, "client", serverNonce, args[0])
+	if !hmac.Equal(want, args[1]) {
+		return nil, false
+	}
+	return authMAC(secret, "server", args[0], serverNonce), true
+}
+
+// handle serves one request. It returns false when the connection must end.
+func (sc *srvConn) handle(m msg) bool {
+	t := sc.s.t
+	bad := func(want int) bool {
+		if len(m.args) != want {
+			sc.sendErr(m.id, codeProtocol, fmt.Sprintf("%v takes %d arguments, got %d", m.op, want, len(m.args)))
+			return true
+		}
+		return false
+	}
+	switch m.op {
+	case opSet:
+		if bad(2) {
+			return false
+		}
+		t.set(string(m.args[0]), m.args[1])
+		return sc.send(&msg{op: opOK, id: m.id}) == nil
+	case opAdd:
+		if bad(2) {
+			return false
+		}
+		d, err := getInt64(m.args[1])
+		if err != nil {
+			sc.sendErr(m.id, codeProtocol, err.Error())
+			return false
+		}
+		v, err := t.add(string(m.args[0]), d)
+		if err != nil {
+			return sc.sendErr(m.id, codeNotInteger, err.Error()) == nil
+		}
+		return sc.send(&msg{op: opOK, id: m.id, args: [][]byte{putInt64(v)}}) == nil
+	case opCompareSet:
+		if bad(3) {
+			return false
+		}
+		cur, ok := t.compareSet(string(m.args[0]), m.args[1], m.args[2])
+		args := [][]byte{cur}
+		if ok {
+			args = append(args, nil) // a second argument marks "present"
+		}
+		return sc.send(&msg{op: opOK, id: m.id, args: args}) == nil
+	case opDelete:
+		if bad(1) {
+			return false
+		}
+		var b byte
+		if t.del(string(m.args[0])) {
+			b = 1
+		}
+		return sc.send(&msg{op: opOK, id: m.id, args: [][]byte{{b}}}) == nil
+	case opNumKeys:
+		if bad(0) {
+			return false
+		}
+		return sc.send(&msg{op: opOK, id: m.id, args: [][]byte{putInt64(t.numKeys())}}) == nil
+	case opCancel:
+		sc.mu.Lock()
+		if cancel, ok := sc.cancel[m.id]; ok {
+			cancel()
+		}
+		sc.mu.Unlock()
+		return true
+	case opGet, opWait:
+		if m.op == opGet && bad(1) {
+			return false
+		}
+		keys := make([]string, len(m.args))
+		for i, a := range m.args {
+			keys[i] = string(a)
+		}
+		ctx, cancel := context.WithCancel(sc.ctx)
+		sc.mu.Lock()
+		if _, dup := sc.cancel[m.id]; dup {
+			sc.mu.Unlock()
+			cancel()
+			sc.sendErr(m.id, codeProtocol, "request id in use")
+			return false
+		}
+		sc.cancel[m.id] = cancel
+		sc.mu.Unlock()
+		sc.wg.Add(1)
+		go func() {
+			defer sc.wg.Done()
+			v, err := t.wait(ctx, keys...)
+			sc.mu.Lock()
+			delete(sc.cancel, m.id)
+			sc.mu.Unlock()
+			cancel()
+			if err != nil {
+				// Cancelled by the client (who no longer listens) or the
+				// connection ended: nothing to answer.
+				return
+			}
+			r := &msg{op: opOK, id: m.id}
+			if m.op == opGet {
+				r.args = [][]byte{v}
+			}
+			if sc.send(r) != nil {
+				sc.c.Close()
+			}
+		}()
+		return true
+	default:
+		sc.sendErr(m.id, codeProtocol, fmt.Sprintf("unexpected op %v from a client", m.op))
+		return false
+	}
+}
+
+func (sc *srvConn) send(m *msg) error {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if err := checkEncodable(m, sc.s.opts.maxMessage()); err != nil {
+		// Only a reply can be too large here (a Get of a value set under a
+		// larger limit): tell the client instead.
+		m = &msg{op: opErr, id: m.id, args: [][]byte{{codeTooLarge}, []byte(err.Error())}}
+	}
+	if _, err := sc.bw.Write(appendMsg(nil, m)); err != nil {
+		return err
+	}
+	return sc.bw.Flush()
+}
+
+func (sc *srvConn) sendErr(id uint64, code byte, text string) error {
+	return sc.send(&msg{op: opErr, id: id, args: [][]byte{{code}, []byte(text)}})
+}
+
+// remoteError turns an opErr response into an error.
+func remoteError(m msg) error {
+	if len(m.args) != 2 || len(m.args[0]) != 1 {
+		return fmt.Errorf("%w: malformed error response", ErrProtocol)
+	}
+	text := string(m.args[1])
+	switch m.args[0][0] {
+	case codeAuth:
+		return fmt.Errorf("%w: server: %s", ErrAuth, text)
+	case codeProtocol:
+		return fmt.Errorf("%w: server: %s", ErrProtocol, text)
+	case codeNotInteger:
+		return fmt.Errorf("%w: server: %s", ErrNotInteger, text)
+	case codeTooLarge:
+		return fmt.Errorf("%w: server: %s", ErrTooLarge, text)
+	}
+	return fmt.Errorf("server: %s", text)
+}
+
+var _ io.Closer = (*Server)(nil)

@@ -1,0 +1,343 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Matcher pairs incoming messages with posted receives, the way MPI's
+// matching engine does, for one endpoint. For every (peer, tag) it keeps a
+// FIFO of posted receives and a FIFO of unexpected messages; at most one of
+// the two is non-empty at any time. A message that finds a posted receive is
+// copied straight into the receiver's buffer; otherwise it waits in the
+// unexpected queue until Post takes it.
+//
+// State is sharded per peer, so that readers for different peers never
+// contend. All methods are safe for concurrent use. Copies into posted
+// buffers happen under the peer's lock, so once Abort or FailPeer has
+// returned no buffer handed to Post or DeliverRef is touched again
+// (except by a caller that took a receive out with Claim, which owns it).
+type Matcher struct {
+	peers []peerState
+}
+
+type peerState struct {
+	mu     sync.Mutex
+	tags   map[Tag]*tagQueue
+	free   []*tagQueue // recycled empty queues
+	failed error       // set by FailPeer: no more messages will come
+	closed error       // set by Abort: nothing is delivered any more
+}
+
+type tagQueue struct {
+	posted fifo[*PostedRecv]
+	unexp  fifo[message]
+}
+
+// message is an unexpected message. When done is nil the matcher owns data;
+// otherwise data is borrowed (rendezvous) and done is called exactly once
+// when it has been consumed (nil) or dropped (the reason).
+type message struct {
+	data []byte
+	done func(error)
+}
+
+// PostedRecv is a receive waiting in a Matcher. A transport that takes one
+// out with Claim fills Buf and calls Complete.
+type PostedRecv struct {
+	Req
+	buf  []byte
+	peer int
+}
+
+// Buf is the receiver's buffer: the message must be exactly len(Buf()) bytes.
+func (r *PostedRecv) Buf() []byte { return r.buf }
+
+// NewMatcher returns a Matcher for an endpoint of a job with size ranks.
+func NewMatcher(size int) *Matcher {
+	m := &Matcher{peers: make([]peerState, size)}
+	for i := range m.peers {
+		m.peers[i].tags = make(map[Tag]*tagQueue)
+	}
+	return m
+}
+
+// LengthError returns the error a receive fails with when the message from
+// peer is got bytes long but the receive expected want.
+func LengthError(peer, want, got int) error {
+	return &PeerError{Op: "recv", Peer: peer,
+		Err: fmt.Errorf("%w: message of %d bytes, receive buffer of %d bytes", ErrProtocol, got, want)}
+}
+
+func (p *peerState) queue(tag Tag) *tagQueue {
+	q := p.tags[tag]
+	if q == nil {
+		if n := len(p.free); n > 0 {
+			q = p.free[n-1]
+			p.free = p.free[:n-1]
+		} else {
+			q = new(tagQueue)
+		}
+		p.tags[tag] = q
+	}
+	return q
+}
+
+// release drops q from the map when it is empty, keeping it for reuse.
+func (p *peerState) release(tag Tag, q *tagQueue) {
+	if q.posted.len() == 0 && q.unexp.len() == 0 {
+		delete(p.tags, tag)
+		if len(p.free) < 64 {
+			q.posted.reset()
+			q.unexp.reset()
+			p.free = append(p.free, q)
+		}
+	}
+}
+
+// Post starts a receive of the next message from peer under tag into buf.
+func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
+	if err := CheckPeer("recv", from, len(m.peers)); err != nil {
+		return Completed(err)
+	}
+	p := &m.peers[from]
+	p.mu.Lock()
+	if p.closed != nil {
+		err := p.closed
+		p.mu.Unlock()
+		return Completed(err)
+	}
+	if q := p.tags[tag]; q != nil && q.unexp.len() > 0 {
+		msg := q.unexp.pop()
+		p.release(tag, q)
+		var err error
+		if len(msg.data) != len(buf) {
+			err = LengthError(from, len(buf), len(msg.data))
+		} else {
+			copy(buf, msg.data)
+		}
+		p.mu.Unlock()
+		if msg.done != nil {
+			msg.done(nil)
+		}
+		return Completed(err)
+	}
+	if p.failed != nil {
+		err := p.failed
+		p.mu.Unlock()
+		return Completed(err)
+	}
+	r := &PostedRecv{Req: Req{done: make(chan struct{})}, buf: buf, peer: from}
+	p.queue(tag).posted.push(r)
+	p.mu.Unlock()
+	return r
+}
+
+// Claim removes and returns the oldest receive posted for (from, tag), or
+// nil if there is none. The caller then owns it: it must fill r.Buf() (or
+// fail it with LengthError) and call r.Complete. A transport's reader uses
+// Claim to read a payload from the socket straight into the user's buffer.
+// Only one goroutine per peer may deliver messages, so that Claim and
+// DeliverOwned see messages in order.
+func (m *Matcher) Claim(from int, tag Tag) *PostedRecv {
+	p := &m.peers[from]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.tags[tag]
+	if q == nil || q.posted.len() == 0 {
+		return nil
+	}
+	r := q.posted.pop()
+	p.release(tag, q)
+	return r
+}
+
+// Deliver hands the matcher a message from peer under tag whose bytes the
+// caller keeps: it is copied into the oldest posted receive, or into a new
+// buffer in the unexpected queue. It returns an error, and drops the
+// message, if the matcher was aborted.
+func (m *Matcher) Deliver(from int, tag Tag, data []byte) error {
+	return m.deliver(from, tag, data, true, nil)
+}
+
+// DeliverOwned is Deliver for a buffer the caller gives up: if no receive
+// is posted, data itself is queued without a copy.
+func (m *Matcher) DeliverOwned(from int, tag Tag, data []byte) error {
+	return m.deliver(from, tag, data, false, nil)
+}
+
+// DeliverRef delivers a message whose bytes are borrowed until done is
+// called (rendezvous). done is called exactly once: with nil after the data
+// was copied into a receive (possibly before DeliverRef returns), or with
+// the reason if the message is dropped (Abort, FailPeer, or the matcher was
+// already aborted, in which case DeliverRef also returns that error).
+func (m *Matcher) DeliverRef(from int, tag Tag, data []byte, done func(error)) error {
+	return m.deliver(from, tag, data, false, done)
+}
+
+func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done func(error)) error {
+	p := &m.peers[from]
+	p.mu.Lock()
+	if p.closed != nil {
+		err := p.closed
+		p.mu.Unlock()
+		if done != nil {
+			done(err)
+		}
+		return err
+	}
+	q := p.queue(tag)
+	if q.posted.len() > 0 {
+		r := q.posted.pop()
+		p.release(tag, q)
+		var err error
+		if len(r.buf) != len(data) {
+			err = LengthError(from, len(r.buf), len(data))
+		} else {
+			copy(r.buf, data)
+		}
+		p.mu.Unlock()
+		r.Complete(err)
+		if done != nil {
+			done(nil)
+		}
+		return nil
+	}
+	if mustCopy {
+		data = append([]byte(nil), data...)
+	}
+	q.unexp.push(message{data: data, done: done})
+	p.mu.Unlock()
+	return nil
+}
+
+// DeliverFrom reads a message of n bytes from peer under tag out of r. If a
+// receive is posted the payload is read straight into its buffer; otherwise
+// into a new buffer that joins the unexpected queue. A length mismatch
+// fails the receive (the payload is read and discarded) and is not an error
+// of DeliverFrom: the stream is still in step. DeliverFrom returns an error
+// only when reading r fails; a claimed receive is then failed with fail(err).
+func (m *Matcher) DeliverFrom(from int, tag Tag, n int, r io.Reader, fail func(error) error) error {
+	if pr := m.Claim(from, tag); pr != nil {
+		if len(pr.buf) != n {
+			if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+				pr.Complete(fail(err))
+				return err
+			}
+			pr.Complete(LengthError(from, len(pr.buf), n))
+			return nil
+		}
+		if _, err := io.ReadFull(r, pr.buf); err != nil {
+			pr.Complete(fail(err))
+			return err
+		}
+		pr.Complete(nil)
+		return nil
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return err
+	}
+	_ = m.DeliverOwned(from, tag, buf) // an aborted matcher drops it
+	return nil
+}
+
+// FailPeer records that no more messages will come from peer: receives
+// posted for it fail with err, and so do later ones once the messages that
+// already arrived from it are consumed. Borrowed (rendezvous) messages from
+// it are dropped, their done called with err. Only the first call counts.
+func (m *Matcher) FailPeer(peer int, err error) {
+	p := &m.peers[peer]
+	p.mu.Lock()
+	if p.failed != nil || p.closed != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.failed = err
+	var fail []*PostedRecv
+	var drop []func(error)
+	for tag, q := range p.tags {
+		for q.posted.len() > 0 {
+			fail = append(fail, q.posted.pop())
+		}
+		keep := q.unexp.items[:0]
+		for _, msg := range q.unexp.live() {
+			if msg.done != nil {
+				drop = append(drop, msg.done)
+			} else {
+				keep = append(keep, msg)
+			}
+		}
+		clear(q.unexp.items[len(keep):])
+		q.unexp.items, q.unexp.head = keep, 0
+		p.release(tag, q)
+	}
+	p.mu.Unlock()
+	for _, r := range fail {
+		r.Complete(err)
+	}
+	for _, d := range drop {
+		d(err)
+	}
+}
+
+// Abort fails every pending receive with err and drops every queued
+// message; later Posts fail at once with err and later deliveries are
+// dropped. Only the first call counts. When Abort returns no posted buffer
+// is written by the matcher again.
+func (m *Matcher) Abort(err error) {
+	if err == nil {
+		err = errors.New("transport: matcher aborted")
+	}
+	for i := range m.peers {
+		p := &m.peers[i]
+		p.mu.Lock()
+		if p.closed != nil {
+			p.mu.Unlock()
+			continue
+		}
+		p.closed = err
+		var fail []*PostedRecv
+		var drop []func(error)
+		for _, q := range p.tags {
+			fail = append(fail, q.posted.live()...)
+			for _, msg := range q.unexp.live() {
+				if msg.done != nil {
+					drop = append(drop, msg.done)
+				}
+			}
+		}
+		p.tags = map[Tag]*tagQueue{}
+		p.free = nil
+		p.mu.Unlock()
+		for _, r := range fail {
+			r.Complete(err)
+		}
+		for _, d := range drop {
+			d(err)
+		}
+	}
+}
+
+// fifo is a slice-backed queue that reuses its array once drained.
+type fifo[T any] struct {
+	items []T
+	head  int
+}
+
+func (f *fifo[T]) len() int  { return len(f.items) - f.head }
+func (f *fifo[T]) push(v T)  { f.items = append(f.items, v) }
+func (f *fifo[T]) live() []T { return f.items[f.head:] }
+func (f *fifo[T]) reset()    { clear(f.items); f.items, f.head = f.items[:0], 0 }
+func (f *fifo[T]) pop() T {
+	var zero T
+	v := f.items[f.head]
+	f.items[f.head] = zero
+	f.head++
+	if f.head == len(f.items) {
+		f.items, f.head = f.items[:0], 0
+	}
+	return v
+}

@@ -1,0 +1,161 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+)
+
+// KV is the rendezvous store ranks use to find each other's addresses. The
+// store package's client satisfies it.
+type KV interface {
+	// Set stores value under key.
+	Set(ctx context.Context, key string, value []byte) error
+	// Get returns the value under key, waiting until some rank sets it or
+	// ctx ends.
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// AddrKey is the KV key under which rank publishes its listening address.
+func AddrKey(rank int) string { return fmt.Sprintf("tcp/addr/%d", rank) }
+
+// Defaults for the zero values of Config.
+const (
+	DefaultDialTimeout  = 5 * time.Second
+	DefaultInitTimeout  = 5 * time.Minute
+	DefaultSocketBuffer = 4 << 20
+	DefaultMaxMessage   = 1 << 32
+	// DefaultStripeMin is the smallest message split over several streams
+	// when Config.Streams > 1.
+	DefaultStripeMin = 1 << 20
+	// handshakeTimeout bounds one incoming handshake, so a stranger that
+	// connects and stalls cannot hold a slot.
+	handshakeTimeout = 10 * time.Second
+)
+
+// Config says how a rank joins the mesh. Rank, Size, JobID and KV are
+// required; every other zero value means the documented default.
+type Config struct {
+	Rank, Size int
+	// JobID names the job; peers of another job are refused.
+	JobID string
+	// KV is where ranks publish their addresses (key AddrKey(rank)).
+	KV KV
+	// ListenHost is the host or IP this rank listens on and advertises.
+	// Empty: the first address of Interface if set, else this host's name
+	// resolved to a non-loopback IP, else 127.0.0.1.
+	ListenHost string
+	// Interface names the network interface to listen on when ListenHost
+	// is empty. Empty: the GOCCL_IFNAME environment variable.
+	Interface string
+	// Streams is the number of TCP connections per pair of ranks. Messages
+	// of at least DefaultStripeMin bytes are split evenly over them. Zero
+	// means 1. Every rank must use the same value.
+	Streams int
+	// Secret, when set, makes both ends of every connection prove they
+	// know it (HMAC-SHA256 over a fresh random challenge). Every rank must
+	// use the same secret.
+	Secret []byte
+	// Logger receives refused connections and peer failures. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// DialTimeout bounds one connection attempt (DefaultDialTimeout).
+	DialTimeout time.Duration
+	// InitTimeout bounds Connect as a whole (DefaultInitTimeout).
+	InitTimeout time.Duration
+	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF (DefaultSocketBuffer);
+	// negative leaves the system default.
+	SocketBuffer int
+	// MaxMessage is the largest message accepted from the wire
+	// (DefaultMaxMessage); a frame announcing more is a protocol error.
+	MaxMessage int64
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.Size < 1:
+		return fmt.Errorf("tcp: size %d < 1", c.Size)
+	case c.Rank < 0 || c.Rank >= c.Size:
+		return fmt.Errorf("tcp: rank %d out of range [0,%d)", c.Rank, c.Size)
+	case c.KV == nil:
+		return errors.New("tcp: Config.KV is nil")
+	case c.Streams < 0 || c.Streams > 64:
+		return fmt.Errorf("tcp: Streams %d out of range [0,64]", c.Streams)
+	case len(c.JobID) > 1024:
+		return errors.New("tcp: JobID longer than 1024 bytes")
+	}
+	return nil
+}
+
+func (c *Config) defaults() {
+	if c.Streams == 0 {
+		c.Streams = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.InitTimeout <= 0 {
+		c.InitTimeout = DefaultInitTimeout
+	}
+	if c.SocketBuffer == 0 {
+		c.SocketBuffer = DefaultSocketBuffer
+	}
+	if c.MaxMessage <= 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.Interface == "" {
+		c.Interface = os.Getenv("GOCCL_IFNAME")
+	}
+}
+
+// listenHost picks the host to listen on and advertise.
+func (c *Config) listenHost() (string, error) {
+	if c.ListenHost != "" {
+		return c.ListenHost, nil
+	}
+	if c.Interface != "" {
+		ifc, err := net.InterfaceByName(c.Interface)
+		if err != nil {
+			return "", fmt.Errorf("tcp: interface %q: %w", c.Interface, err)
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return "", fmt.Errorf("tcp: interface %q: %w", c.Interface, err)
+		}
+		var v6 string
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				if ipn.IP.To4() != nil {
+					return ipn.IP.String(), nil
+				}
+				if v6 == "" && !ipn.IP.IsLinkLocalUnicast() {
+					v6 = ipn.IP.String()
+				}
+			}
+		}
+		if v6 != "" {
+			return v6, nil
+		}
+		return "", fmt.Errorf("tcp: interface %q has no usable address", c.Interface)
+	}
+	if h, err := os.Hostname(); err == nil {
+		if ips, err := net.LookupIP(h); err == nil {
+			for _, ip := range ips {
+				if !ip.IsLoopback() && ip.To4() != nil {
+					return ip.String(), nil
+				}
+			}
+		}
+	}
+	return "127.0.0.1", nil
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,439 @@
+package tcp
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// A frame is a fixed 16-byte header, then the payload:
+//
+//	tag    uint64 little-endian
+//	length uint64 little-endian
+//
+// With several streams, a payload of at least DefaultStripeMin bytes is
+// split into Streams near-equal parts: part 0 follows the header on stream
+// 0, part i travels alone on stream i. Both sides derive the split from the
+// length, so the other streams carry raw bytes without headers.
+const headerLen = 16
+
+// maxBatch bounds how many queued small messages one vectored write takes.
+const (
+	maxBatch      = 64
+	maxBatchBytes = 1 << 20
+)
+
+type endpoint struct {
+	rank, size int
+	m          *transport.Matcher
+	peers      []*peer // nil at our own rank
+	log        *slog.Logger
+	maxMsg     int64
+	stripeMin  int
+	closing    atomic.Bool
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
+}
+
+var _ transport.Endpoint = (*endpoint)(nil)
+
+type sendOp struct {
+	tag transport.Tag
+	b   []byte
+	r   *transport.Req
+}
+
+type stripeJob struct {
+	b []byte // nil: read and discard n bytes
+	n int
+}
+
+type peer struct {
+	e     *endpoint
+	rank  int
+	conns []net.Conn
+	br    []*bufio.Reader
+
+	mu    sync.Mutex
+	queue []sendOp
+	spare []sendOp
+	err   error // once set, sends fail with it
+	wake  chan struct{}
+	quit  chan struct{}
+	once  sync.Once
+
+	// Streams 1..n-1: jobs for their reader and writer goroutines.
+	rjobs []chan stripeJob
+	wjobs []chan []byte
+	rdone chan error
+	wdone chan error
+}
+
+func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, error) {
+	e := &endpoint{
+		rank: cfg.Rank, size: cfg.Size, m: transport.NewMatcher(cfg.Size),
+		peers: make([]*peer, cfg.Size), log: log, maxMsg: cfg.MaxMessage,
+		stripeMin: DefaultStripeMin,
+	}
+	for r, cs := range conns {
+		if r == cfg.Rank {
+			continue
+		}
+		p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		for i, c := range cs {
+			setSockOpts(c, cfg.SocketBuffer)
+			p.br = append(p.br, bufio.NewReaderSize(c, 64<<10))
+			if i > 0 {
+				p.rjobs = append(p.rjobs, make(chan stripeJob))
+				p.wjobs = append(p.wjobs, make(chan []byte))
+			}
+		}
+		p.rdone = make(chan error, len(cs))
+		p.wdone = make(chan error, len(cs))
+		e.peers[r] = p
+	}
+	for _, p := range e.peers {
+		if p == nil {
+			continue
+		}
+		e.wg.Go(p.readLoop)
+		e.wg.Go(p.sendLoop)
+		for i := 1; i < len(p.conns); i++ {
+			e.wg.Go(func() { p.stripeReader(i) })
+			e.wg.Go(func() { p.stripeWriter(i) })
+		}
+	}
+	return e, nil
+}
+
+func (e *endpoint) Rank() int { return e.rank }
+func (e *endpoint) Size() int { return e.size }
+
+func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
+	return e.m.Post(from, tag, b)
+}
+
+func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
+	if err := transport.CheckPeer("send", to, e.size); err != nil {
+		return transport.Completed(err)
+	}
+	if e.closing.Load() {
+		return transport.Completed(transport.ErrClosed)
+	}
+	if to == e.rank {
+		if err := e.m.Deliver(to, tag, b); err != nil {
+			return transport.Completed(err)
+		}
+		return transport.Completed(nil)
+	}
+	if int64(len(b)) > e.maxMsg {
+		return transport.Completed(&transport.PeerError{Op: "send", Peer: to,
+			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", len(b), e.maxMsg)})
+	}
+	p := e.peers[to]
+	r := transport.NewRequest()
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		r.Complete(err)
+		return r
+	}
+	p.queue = append(p.queue, sendOp{tag: tag, b: b, r: r})
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return r
+}
+
+// Close aborts pending requests with ErrClosed, closes every connection and
+// waits for the endpoint's goroutines.
+func (e *endpoint) Close() error {
+	e.closeOnce.Do(func() {
+		e.closing.Store(true)
+		e.m.Abort(transport.ErrClosed)
+		for _, p := range e.peers {
+			if p != nil {
+				p.shutdown(transport.ErrClosed)
+			}
+		}
+		e.wg.Wait()
+	})
+	return nil
+}
+
+// shutdown makes later and queued sends fail with err, closes the
+// connections and stops the goroutines. Only the first call counts.
+func (p *peer) shutdown(err error) bool {
+	first := false
+	p.once.Do(func() {
+		first = true
+		p.mu.Lock()
+		p.err = err
+		q := p.queue
+		p.queue = nil
+		p.mu.Unlock()
+		for _, op := range q {
+			op.r.Complete(err)
+		}
+		close(p.quit)
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return first
+}
+
+// fail handles the loss of the link: cause is what broke it (an I/O error,
+// or a protocol error from the peer).
+func (p *peer) fail(op string, cause error) {
+	if p.e.closing.Load() {
+		return // our own Close: the matcher is already aborted
+	}
+	werr := cause
+	if !errors.Is(cause, transport.ErrProtocol) {
+		werr = fmt.Errorf("%w: %v", transport.ErrPeerClosed, cause)
+	}
+	if p.shutdown(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr}) {
+		p.e.log.Warn("tcp: link to peer lost", "peer", p.rank, "op", op, "err", cause)
+	}
+	p.e.m.FailPeer(p.rank, &transport.PeerError{Op: "recv", Peer: p.rank, Err: werr})
+}
+
+// recvErr is the error a receive that was being filled fails with.
+func (p *peer) recvErr(cause error) error {
+	if p.e.closing.Load() {
+		return transport.ErrClosed
+	}
+	if errors.Is(cause, transport.ErrProtocol) {
+		return &transport.PeerError{Op: "recv", Peer: p.rank, Err: cause}
+	}
+	return &transport.PeerError{Op: "recv", Peer: p.rank, Err: fmt.Errorf("%w: %v", transport.ErrPeerClosed, cause)}
+}
+
+func (p *peer) striped(n int) bool { return len(p.conns) > 1 && n >= p.e.stripeMin }
+
+// part returns the bounds of part i of an n-byte message over k streams.
+func part(n, k, i int) (lo, hi int) {
+	return n * i / k, n * (i + 1) / k
+}
+
+func (p *peer) readLoop() {
+	br := p.br[0]
+	var hdr [headerLen]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			p.fail("recv", err)
+			return
+		}
+		tag := transport.Tag(binary.LittleEndian.Uint64(hdr[0:]))
+		n64 := binary.LittleEndian.Uint64(hdr[8:])
+		if n64 > uint64(p.e.maxMsg) {
+			p.fail("recv", fmt.Errorf("%w: frame of %d bytes exceeds the maximum %d", transport.ErrProtocol, n64, p.e.maxMsg))
+			return
+		}
+		n := int(n64)
+		var err error
+		if p.striped(n) {
+			err = p.readStriped(tag, n)
+		} else {
+			err = p.e.m.DeliverFrom(p.rank, tag, n, br, p.recvErr)
+		}
+		if err != nil {
+			p.fail("recv", err)
+			return
+		}
+	}
+}
+
+func (p *peer) readStriped(tag transport.Tag, n int) error {
+	k := len(p.conns)
+	pr := p.e.m.Claim(p.rank, tag)
+	var dst []byte
+	switch {
+	case pr == nil:
+		dst = make([]byte, n)
+	case len(pr.Buf()) == n:
+		dst = pr.Buf()
+	}
+	job := func(i int) stripeJob {
+		lo, hi := part(n, k, i)
+		if dst == nil {
+			return stripeJob{n: hi - lo}
+		}
+		return stripeJob{b: dst[lo:hi], n: hi - lo}
+	}
+	var err error
+	sent := 0
+	for i := 1; i < k; i++ {
+		select {
+		case p.rjobs[i-1] <- job(i):
+			sent++
+		case <-p.quit:
+			err = transport.ErrClosed
+		}
+	}
+	if j := job(0); err == nil {
+		if j.b != nil {
+			_, err = io.ReadFull(p.br[0], j.b)
+		} else {
+			_, err = io.CopyN(io.Discard, p.br[0], int64(j.n))
+		}
+	}
+	for range sent {
+		if e := <-p.rdone; e != nil && err == nil {
+			err = e
+		}
+	}
+	switch {
+	case err != nil:
+		if pr != nil {
+			pr.Complete(p.recvErr(err))
+		}
+		return err
+	case pr == nil:
+		p.e.m.DeliverOwned(p.rank, tag, dst)
+	case dst == nil:
+		pr.Complete(transport.LengthError(p.rank, len(pr.Buf()), n))
+	default:
+		pr.Complete(nil)
+	}
+	return nil
+}
+
+func (p *peer) stripeReader(i int) {
+	for {
+		select {
+		case j := <-p.rjobs[i-1]:
+			var err error
+			if j.b != nil {
+				_, err = io.ReadFull(p.br[i], j.b)
+			} else {
+				_, err = io.CopyN(io.Discard, p.br[i], int64(j.n))
+			}
+			p.rdone <- err
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+func (p *peer) stripeWriter(i int) {
+	for {
+		select {
+		case b := <-p.wjobs[i-1]:
+			_, err := p.conns[i].Write(b)
+			p.wdone <- err
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+func (p *peer) sendLoop() {
+	hdrs := make([]byte, 0, maxBatch*headerLen)
+	var vec net.Buffers
+	for {
+		select {
+		case <-p.wake:
+		case <-p.quit:
+			return
+		}
+		p.mu.Lock()
+		ops := p.queue
+		p.queue, p.spare = p.spare, nil
+		p.mu.Unlock()
+		orig := ops
+		for len(ops) > 0 {
+			// Batch small messages into one vectored write.
+			var n, bytes int
+			hdrs, vec = hdrs[:0], vec[:0]
+			for n < len(ops) && n < maxBatch && !p.striped(len(ops[n].b)) &&
+				(n == 0 || bytes+len(ops[n].b) <= maxBatchBytes) {
+				op := ops[n]
+				hdrs = binary.LittleEndian.AppendUint64(hdrs, uint64(op.tag))
+				hdrs = binary.LittleEndian.AppendUint64(hdrs, uint64(len(op.b)))
+				bytes += len(op.b)
+				n++
+			}
+			var err error
+			if n > 0 {
+				for i := range n {
+					vec = append(vec, hdrs[i*headerLen:(i+1)*headerLen])
+					if len(ops[i].b) > 0 {
+						vec = append(vec, ops[i].b)
+					}
+				}
+				w := vec // WriteTo consumes its receiver
+				_, err = w.WriteTo(p.conns[0])
+			} else {
+				n = 1
+				err = p.writeStriped(ops[0])
+			}
+			if err != nil {
+				for _, op := range ops {
+					op.r.Complete(p.sendErr(err))
+				}
+				clear(ops)
+				p.fail("send", err)
+				return
+			}
+			for _, op := range ops[:n] {
+				op.r.Complete(nil)
+			}
+			clear(ops[:n])
+			ops = ops[n:]
+		}
+		p.mu.Lock()
+		if p.spare == nil && cap(orig) <= 1024 {
+			p.spare = orig[:0]
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *peer) sendErr(cause error) error {
+	if p.e.closing.Load() {
+		return transport.ErrClosed
+	}
+	return &transport.PeerError{Op: "send", Peer: p.rank, Err: fmt.Errorf("%w: %v", transport.ErrPeerClosed, cause)}
+}
+
+func (p *peer) writeStriped(op sendOp) error {
+	k, n := len(p.conns), len(op.b)
+	var hdr [headerLen]byte
+	binary.LittleEndian.PutUint64(hdr[0:], uint64(op.tag))
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(n))
+	sent := 0
+	var err error
+	for i := 1; i < k; i++ {
+		lo, hi := part(n, k, i)
+		select {
+		case p.wjobs[i-1] <- op.b[lo:hi]:
+			sent++
+		case <-p.quit:
+			err = transport.ErrClosed
+		}
+	}
+	if err == nil {
+		_, hi := part(n, k, 0)
+		w := net.Buffers{hdr[:], op.b[:hi]}
+		_, err = w.WriteTo(p.conns[0])
+	}
+	for range sent {
+		if e := <-p.wdone; e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
