@@ -2,6 +2,7 @@ package goccl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -51,6 +52,7 @@ type shared struct {
 	aborted  atomic.Pointer[error]
 	closeOne sync.Once
 	log      *commslog.Logger
+	store    interface{ Close() error } // the rendezvous store of Init, or nil
 }
 
 type options struct {
@@ -58,6 +60,13 @@ type options struct {
 	algo    algo.Algorithm // forced, or ""
 	logCfg  *commslog.Config
 	getenv  func(string) string
+
+	// Init's options.
+	env       *Env
+	transport string
+	secret    []byte
+	jobID     string
+	streams   int
 }
 
 // Option configures a communicator.
@@ -146,6 +155,9 @@ func (c *Comm) Close() error {
 	}
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
+	if st := c.shared.store; st != nil {
+		err = errors.Join(err, st.Close())
+	}
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,7 +88,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.IntVar(&cfg.root, "root", 0, "root rank for broadcast, reduce, gather, scatter")
 	algoFlag := fs.String("algo", "", "algorithm: ring, tree, halving, doubling, ...; 'all' compares every one that implements -op; empty: the cost model picks")
 	fs.IntVar(&cfg.ranks, "n", 4, "number of ranks")
-	fs.StringVar(&cfg.transport, "transport", "mem", "transport: mem (ranks as goroutines in this process)")
+	fs.StringVar(&cfg.transport, "transport", "tcp", "transport: tcp (one process per rank over loopback) or mem (ranks as goroutines in this process)")
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed iterations per size")
 	fs.BoolVar(&cfg.check, "check", false, "validate every result against a sequential reference (#wrong column)")
@@ -156,6 +157,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 		}
 		cfg.algos = []algo.Algorithm{a}
 	}
+	if cfg.transport != "tcp" && cfg.transport != "mem" {
+		return nil, fmt.Errorf("unknown -transport %q (tcp or mem)", cfg.transport)
+	}
 	switch cfg.format {
 	case "table", "csv", "json":
 	default:
@@ -215,11 +219,23 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	var results []result
-	switch cfg.transport {
-	case "mem":
+	switch {
+	case cfg.transport == "mem":
 		results, err = benchLocal(ctx, cfg, stderr)
+	case os.Getenv(benchWorkerEnv) == "":
+		// The parent of the rank processes: rank 0 prints the table.
+		err = benchProcesses(ctx, args, cfg, stdout, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "goccl bench:", err)
+			return 1
+		}
+		return 0
 	default:
-		err = fmt.Errorf("unknown -transport %q", cfg.transport)
+		var printer bool
+		results, printer, err = benchWorker(ctx, cfg, stdout, stderr)
+		if err == nil && !printer {
+			return 0
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "goccl bench:", err)

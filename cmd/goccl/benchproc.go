@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+
+	"github.com/goccl/goccl"
+)
+
+// benchWorkerEnv marks a process started by benchProcesses as one rank.
+const benchWorkerEnv = "GOCCL_BENCH_WORKER"
+
+// benchProcesses runs the benchmark as cfg.ranks processes of this same
+// binary over TCP loopback, each started with the torchrun environment
+// (as `goccl run` would), and relays rank 0's table. It returns no rows:
+// rank 0 prints them itself.
+func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return fmt.Errorf("picking a free port: %w", err)
+	}
+	rc := &runConfig{nproc: cfg.ranks, nnodes: 1, masterAddr: "127.0.0.1", masterPort: port}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, cfg.ranks)
+	var wg sync.WaitGroup
+	for r := 0; r < cfg.ranks; r++ {
+		cmd := exec.CommandContext(ctx, exe, append([]string{"bench"}, args...)...)
+		cmd.Env = append(rankEnv(rc, r), benchWorkerEnv+"=1")
+		cmd.Stderr = stderr
+		if r == 0 {
+			cmd.Stdout = stdout
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Wait(); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				cancel() // one rank failed: stop the others
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// benchWorker is one rank of benchProcesses.
+func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) ([]result, bool, error) {
+	c, err := goccl.Init(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer c.Close()
+	var progress io.Writer
+	if c.Rank() == 0 && !cfg.quiet {
+		progress = stderr
+	}
+	rows, err := benchRank(ctx, c, cfg, progress)
+	return rows, c.Rank() == 0, err
+}

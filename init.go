@@ -1,0 +1,161 @@
+package goccl
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/goccl/goccl/internal/launch"
+	"github.com/goccl/goccl/store"
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/mem"
+	"github.com/goccl/goccl/transport/tcp"
+)
+
+// Env is a process's place in a job, as its launcher describes it.
+type Env struct {
+	Rank, Size int
+	// LocalRank and LocalSize count the ranks on this host; -1 when the
+	// launcher does not say.
+	LocalRank, LocalSize int
+	// MasterAddr and MasterPort locate the rendezvous store that rank 0
+	// hosts.
+	MasterAddr string
+	MasterPort int
+	// Source names the launcher recognised: "torchrun", "openmpi", "pmi",
+	// "slurm", or "options" when given by WithEnv.
+	Source string
+}
+
+// FromEnv reads the launcher's environment: torchrun's RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI's
+// OMPI_COMM_WORLD_*; MPICH's PMI_RANK and PMI_SIZE; Slurm's SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID with the master taken from the node list.
+// Open MPI wins over Slurm inside `salloc ... mpirun`. The error lists
+// every variable looked for when none is found.
+func FromEnv() (Env, error) { return envFrom(os.Getenv) }
+
+func envFrom(getenv func(string) string) (Env, error) {
+	info, err := launch.Discover(getenv)
+	if err != nil {
+		return Env{}, fmt.Errorf("goccl: %w", err)
+	}
+	return Env(info), nil
+}
+
+// WithEnv gives Init the job's layout instead of reading the environment.
+func WithEnv(e Env) Option { return func(o *options) { o.env = &e } }
+
+// WithTransport chooses Init's transport: "tcp" (the default) or "mem"
+// (a one-rank job in this process). GOCCL_TRANSPORT does the same.
+func WithTransport(name string) Option { return func(o *options) { o.transport = name } }
+
+// WithSecret makes every connection, and the rendezvous store, prove
+// knowledge of secret (HMAC-SHA256 over a fresh challenge); strangers are
+// refused. GOCCL_SECRET does the same.
+func WithSecret(secret []byte) Option { return func(o *options) { o.secret = secret } }
+
+// WithJobID names the job: peers and store keys of other jobs are kept
+// apart. GOCCL_JOB_ID does the same; the default is the master address.
+func WithJobID(id string) Option { return func(o *options) { o.jobID = id } }
+
+// WithStreams sets the number of TCP connections per pair of ranks
+// (GOCCL_STREAMS; default 1).
+func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
+
+// Init joins the job this process was launched into and returns the world
+// communicator (torch.distributed.init_process_group). It reads the
+// launcher's environment (FromEnv), meets the other ranks through the
+// rendezvous store that rank 0 hosts at MASTER_ADDR:MASTER_PORT, connects
+// every pair of ranks over TCP, and returns once all ranks are connected.
+// The store lives until the communicator is closed.
+func Init(ctx context.Context, opts ...Option) (*Comm, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	env := o.env
+	if env == nil {
+		e, err := envFrom(o.getenv)
+		if err != nil {
+			return nil, err
+		}
+		env = &e
+	}
+	if env.Size < 1 || env.Rank < 0 || env.Rank >= env.Size {
+		return nil, fmt.Errorf("goccl: init: rank %d out of range for world size %d", env.Rank, env.Size)
+	}
+	kind := o.transport
+	if kind == "" {
+		kind = o.getenv("GOCCL_TRANSPORT")
+	}
+	secret := o.secret
+	if secret == nil && o.getenv("GOCCL_SECRET") != "" {
+		secret = []byte(o.getenv("GOCCL_SECRET"))
+	}
+	streams := o.streams
+	if s := o.getenv("GOCCL_STREAMS"); streams == 0 && s != "" {
+		if streams, err = strconv.Atoi(s); err != nil || streams < 1 {
+			return nil, fmt.Errorf("goccl: init: GOCCL_STREAMS=%q is not a positive number", s)
+		}
+	}
+
+	var ep transport.Endpoint
+	var st store.Store
+	switch kind {
+	case "mem":
+		if env.Size != 1 {
+			return nil, fmt.Errorf("goccl: init: transport mem runs all ranks in one process: use NewLocal (world size is %d)", env.Size)
+		}
+		ep = mem.New(1)[0]
+	case "", "tcp":
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		jobID := o.jobID
+		if jobID == "" {
+			jobID = o.getenv("GOCCL_JOB_ID")
+		}
+		addr := net.JoinHostPort(env.MasterAddr, strconv.Itoa(env.MasterPort))
+		if jobID == "" {
+			jobID = addr
+		}
+		client, err := store.Host(ctx, addr, env.Rank == 0, store.Options{Secret: secret})
+		if err != nil {
+			return nil, fmt.Errorf("goccl: init rank %d: rendezvous store at %s: %w", env.Rank, addr, err)
+		}
+		st = client
+		ep, err = tcp.Connect(ctx, tcp.Config{
+			Rank: env.Rank, Size: env.Size, JobID: jobID,
+			KV:     store.WithPrefix(client, "goccl/"+jobID+"/"),
+			Secret: secret, Streams: streams, Interface: o.getenv("GOCCL_IFNAME"),
+		})
+		if err != nil {
+			client.Close()
+			return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
+		}
+	default:
+		return nil, fmt.Errorf("goccl: init: unknown transport %q (GOCCL_TRANSPORT or WithTransport: tcp or mem)", kind)
+	}
+	c, err := New(ep, opts...)
+	if err != nil {
+		ep.Close()
+		if st != nil {
+			st.Close()
+		}
+		return nil, err
+	}
+	c.shared.store = st
+	// Every rank is connected once the barrier passes, so no one needs the
+	// store's addresses any more when a rank (rank 0 included) moves on.
+	bctx, cancel := context.WithTimeout(ctx, time.Minute+o.timeout/100)
+	defer cancel()
+	if err := c.Barrier(bctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("goccl: init: %w", err)
+	}
+	return c, nil
+}
+
