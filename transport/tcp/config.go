@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -157,5 +156,3 @@ func (c *Config) listenHost() (string, error) {
 	}
 	return "127.0.0.1", nil
 }
-
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -30,7 +30,8 @@
 // with transport.ErrClosed, closes the sockets and waits for the
 // endpoint's goroutines; after it returns no buffer is touched again.
 //
-// Measured on a 2-core AMD EPYC VM over loopback (go test -bench .):
-// 64 MiB messages at about 2.8 GB/s with one stream, and a 1-byte round
-// trip of about 19 µs.
+// Measured on a shared 2-core AMD EPYC VM over loopback
+// (go test -bench . -benchtime 2s ./transport/tcp): 64 MiB messages at
+// 1.8-2.9 GB/s with one stream (up to 3.5 GB/s with 2-4), and a 1-byte
+// round trip of 19-22 µs; runs vary with the machine's load.
 package tcp

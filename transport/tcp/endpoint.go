@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -205,7 +206,11 @@ func (p *peer) fail(op string, cause error) {
 		werr = fmt.Errorf("%w: %v", transport.ErrPeerClosed, cause)
 	}
 	if p.shutdown(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr}) {
-		p.e.log.Warn("tcp: link to peer lost", "peer", p.rank, "op", op, "err", cause)
+		lvl := slog.LevelWarn
+		if errors.Is(cause, io.EOF) {
+			lvl = slog.LevelInfo // the peer closed its end: normal at shutdown
+		}
+		p.e.log.Log(context.Background(), lvl, "tcp: link to peer lost", "peer", p.rank, "op", op, "err", cause)
 	}
 	p.e.m.FailPeer(p.rank, &transport.PeerError{Op: "recv", Peer: p.rank, Err: werr})
 }

@@ -6,12 +6,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/goccl/goccl/transport"
 )
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // pipeEndpoint makes rank 0 of a 2-rank job whose link to rank 1 is the
 // returned raw connection, for feeding it arbitrary bytes.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,7 @@ import (
 
 var jobSeq atomic.Int64
 
-var quiet = slog.New(slog.NewTextHandler(os.Stderr, nil))
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // connectAll runs Connect for every rank on goroutines of this process.
 func connectAll(ctx context.Context, size int, base tcp.Config) ([]transport.Endpoint, error) {
