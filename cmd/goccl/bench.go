@@ -36,6 +36,8 @@ type benchConfig struct {
 	format             string
 	plot               string
 	quiet              bool // no progress on stderr
+	cpuprofile         string
+	units              commslog.Units
 }
 
 // benchOps maps -op names to the collective they run and the commslog op
@@ -94,7 +96,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.BoolVar(&cfg.check, "check", false, "validate every result against a sequential reference (#wrong column)")
 	fs.StringVar(&cfg.format, "format", "table", "output format: table, csv or json")
 	fs.StringVar(&cfg.plot, "plot", "", "write busbw against size to this SVG file")
+	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (DeepSpeed's Gbit/s)")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -156,6 +160,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 			return nil, fmt.Errorf("-algo %s does not implement %s", a, cfg.op)
 		}
 		cfg.algos = []algo.Algorithm{a}
+	}
+	if cfg.units, err = commslog.ParseUnits(*units); err != nil {
+		return nil, err
 	}
 	if cfg.transport != "tcp" && cfg.transport != "mem" {
 		return nil, fmt.Errorf("unknown -transport %q (tcp or mem)", cfg.transport)
@@ -405,14 +412,16 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 	fmt.Fprintf(w, "# goccl bench: %s, %d ranks, transport %s, %d warm-up + %d timed iterations per size\n",
 		cfg.op, cfg.ranks, cfg.transport, cfg.warmup, cfg.iters)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\t#wrong\t")
+	u := cfg.units.String()
+	fmt.Fprintf(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(%s)\tbusbw(%s)\t#wrong\t\n", u, u)
 	for _, r := range rows {
 		wrong := "N/A"
 		if cfg.check {
 			wrong = strconv.FormatInt(r.Wrong, 10)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%.1f\t%.3f\t%.3f\t%s\t\n",
-			r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, wrong)
+			r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS,
+			cfg.units.Convert(r.AlgBW*1e9), cfg.units.Convert(r.BusBW*1e9), wrong)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -422,7 +431,7 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 		sum += r.BusBW
 	}
 	if len(rows) > 0 {
-		fmt.Fprintf(w, "# avg busbw: %.3f GB/s\n", sum/float64(len(rows)))
+		fmt.Fprintf(w, "# avg busbw: %.3f %s\n", cfg.units.Convert(sum/float64(len(rows))*1e9), u)
 	}
 	return nil
 }

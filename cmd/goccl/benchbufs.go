@@ -71,7 +71,7 @@ func (b *benchBufs) reset() {
 	if b.send == nil {
 		return
 	}
-	for i := 0; i < sliceLen(b.send); i++ {
+	for i, n := 0, sliceLen(b.send); i < n; i++ {
 		v := b.input(b.rank, i)
 		if b.cfg.op == "broadcast" && b.rank != b.cfg.root {
 			v = 99 // poison: must be overwritten
@@ -166,7 +166,7 @@ func (b *benchBufs) wrong() int64 {
 	}
 	got := b.result()
 	var bad int64
-	for i := 0; i < sliceLen(b.want); i++ {
+	for i, n := 0, sliceLen(b.want); i < n; i++ {
 		if elems.Get(got, i) != elems.Get(b.want, i) {
 			bad++
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sync"
 
 	"github.com/goccl/goccl"
@@ -66,6 +67,17 @@ func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer
 	var progress io.Writer
 	if c.Rank() == 0 && !cfg.quiet {
 		progress = stderr
+	}
+	if c.Rank() == 0 && cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return nil, false, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, false, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rows, err := benchRank(ctx, c, cfg, progress)
 	return rows, c.Rank() == 0, err

@@ -1,6 +1,7 @@
 // Command goccl launches, measures and serves goccl jobs.
 //
 //	goccl bench [flags]          measure a collective, nccl-tests style
+//	goccl limits                 measure copy, add and loopback limits
 //	goccl run -n N -- prog args  start N local ranks of a program (like torchrun)
 //	goccl store -addr :29500     run a standalone rendezvous store
 //
@@ -20,6 +21,7 @@ const usage = `usage: goccl <command> [flags]
 
 commands:
   bench   measure a collective across ranks (nccl-tests style table)
+  limits  measure this machine's limits (copy, add, TCP loopback) to compare with
   run     start ranks of a program with the rendezvous environment set
   store   run a standalone rendezvous key-value store
 `
@@ -39,6 +41,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch args[0] {
 	case "bench":
 		return benchMain(ctx, args[1:], stdout, stderr)
+	case "limits":
+		return limitsMain(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runMain(ctx, args[1:])
 	case "store":

@@ -1,0 +1,129 @@
+package goccl_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// benchCollective times one collective on n in-process ranks over
+// transport/mem; b.SetBytes counts the message size as nccl-tests does, so
+// MB/s is algbw.
+func benchCollective(b *testing.B, n int, a algo.Algorithm, size int, f func(ctx context.Context, c *goccl.Comm, buf, out []float32) error) {
+	comms, err := goccl.NewLocal(n, goccl.WithAlgorithm(a))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	ctx := context.Background()
+	count := size / 4
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf, out := make([]float32, count), make([]float32, count*n)
+			for i := 0; i < b.N; i++ {
+				if err := f(ctx, c, buf, out); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+var benchSizes = []int{8, 64 << 10, 4 << 20}
+
+func BenchmarkAllReduceMem(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		for _, a := range algorithmsFor(algo.AllReduce) {
+			for _, size := range benchSizes {
+				b.Run(fmt.Sprintf("n=%d/%s/%dB", n, a, size), func(b *testing.B) {
+					benchCollective(b, n, a, size, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+						return c.AllReduce(ctx, buf, reduceop.Sum)
+					})
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkAllGatherMem(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		for _, a := range algorithmsFor(algo.AllGather) {
+			for _, size := range benchSizes {
+				b.Run(fmt.Sprintf("n=%d/%s/%dB", n, a, size), func(b *testing.B) {
+					benchCollective(b, n, a, size, func(ctx context.Context, c *goccl.Comm, buf, out []float32) error {
+						return c.AllGather(ctx, buf[:len(buf)/n], out[:len(buf)/n*n])
+					})
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkBroadcastMem(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		for _, a := range algorithmsFor(algo.Broadcast) {
+			for _, size := range benchSizes {
+				b.Run(fmt.Sprintf("n=%d/%s/%dB", n, a, size), func(b *testing.B) {
+					benchCollective(b, n, a, size, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+						return c.Broadcast(ctx, buf, 0)
+					})
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkCommsLogOff shows that a disabled comms logger costs nothing
+// measurable: compare with BenchmarkCommsLogOn.
+func BenchmarkCommsLogOff(b *testing.B) {
+	benchCollective(b, 2, "", 8, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+		return c.AllReduce(ctx, buf, reduceop.Sum)
+	})
+}
+
+func BenchmarkCommsLogOn(b *testing.B) {
+	comms, err := goccl.NewLocal(2, goccl.WithCommsLog(commslog.Config{Enabled: true}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	ctx := context.Background()
+	b.SetBytes(8)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]float32, 2)
+			for i := 0; i < b.N; i++ {
+				if err := c.AllReduce(ctx, buf, reduceop.Sum); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
