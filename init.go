@@ -158,4 +158,3 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	return c, nil
 }
-

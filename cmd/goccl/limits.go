@@ -74,9 +74,9 @@ func measureLimits(ctx context.Context, n, runs int) ([]limit, error) {
 	for i := range src {
 		src[i] = byte(i)
 	}
-	copy(dst, src) // fault the pages in
+	copy(dst, src)                                                        // fault the pages in
 	cp, _ := rate(runs, 2*n, func() error { copy(dst, src); return nil }) // 1 read + 1 write
-	add, err := rate(runs, 3*n, func() error { // 2 reads + 1 write
+	add, err := rate(runs, 3*n, func() error {                            // 2 reads + 1 write
 		return reduceop.Apply(reduceop.Float32, reduceop.Sum, dst, src)
 	})
 	if err != nil {
