@@ -11,8 +11,10 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/goccl/goccl/transport"
+	"golang.org/x/sys/unix"
 )
 
 // A frame is a fixed 16-byte header, then the payload:
@@ -57,6 +59,25 @@ type stripeJob struct {
 	n int
 }
 
+type writerKind uint8
+
+const (
+	noWriter writerKind = iota
+	inlineWriter
+	loopWriter
+)
+
+// inlineMax is the largest message that Isend writes itself, on the
+// caller's goroutine, when the connection is idle: it saves the hand-off
+// to sendLoop (two thread wake-ups) on the latency-bound path, and is far
+// below the socket buffer, so the write does not wait on the peer.
+const inlineMax = 16 << 10
+
+type restOp struct {
+	bufs net.Buffers
+	r    *transport.Req
+}
+
 type peer struct {
 	e     *endpoint
 	rank  int
@@ -67,9 +88,18 @@ type peer struct {
 	queue []sendOp
 	spare []sendOp
 	err   error // once set, sends fail with it
-	wake  chan struct{}
-	quit  chan struct{}
-	once  sync.Once
+	// writer says who writes to conns[0] now: nobody, an Isend writing a
+	// small message inline, or sendLoop. Guarded by mu.
+	writer writerKind
+	// rest is what an inline write left unwritten (the socket buffer was
+	// full); sendLoop writes it before anything queued.
+	rest *restOp
+	// raw lets Isend try a non-blocking write; nil if the connection is
+	// not a socket (tests use net.Pipe).
+	raw  syscall.RawConn
+	wake chan struct{}
+	quit chan struct{}
+	once sync.Once
 
 	// Streams 1..n-1: jobs for their reader and writer goroutines.
 	rjobs []chan stripeJob
@@ -89,6 +119,9 @@ func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, 
 			continue
 		}
 		p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		if sc, ok := cs[0].(syscall.Conn); ok {
+			p.raw, _ = sc.SyscallConn()
+		}
 		for i, c := range cs {
 			setSockOpts(c, cfg.SocketBuffer)
 			p.br = append(p.br, bufio.NewReaderSize(c, 64<<10))
@@ -140,14 +173,18 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", len(b), e.maxMsg)})
 	}
 	p := e.peers[to]
-	r := transport.NewRequest()
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
 		p.mu.Unlock()
-		r.Complete(err)
-		return r
+		return transport.Completed(err)
 	}
+	if p.writer == noWriter && len(p.queue) == 0 && p.rest == nil && len(b) <= inlineMax && p.raw != nil {
+		p.writer = inlineWriter
+		p.mu.Unlock()
+		return p.writeInline(tag, b)
+	}
+	r := transport.NewRequest()
 	p.queue = append(p.queue, sendOp{tag: tag, b: b, r: r})
 	p.mu.Unlock()
 	select {
@@ -354,7 +391,38 @@ func (p *peer) sendLoop() {
 		case <-p.quit:
 			return
 		}
+		for p.sendQueued(&hdrs, &vec) {
+		}
+	}
+}
+
+// sendQueued writes what is queued, unless an inline write holds the
+// connection (it wakes sendLoop again when it is done). It reports whether
+// it wrote anything, so that sendLoop looks again.
+func (p *peer) sendQueued(hdrsp *[]byte, vecp *net.Buffers) bool {
+	hdrs, vec := *hdrsp, *vecp
+	defer func() { *hdrsp, *vecp = hdrs, vec }()
+	{
 		p.mu.Lock()
+		if p.writer == inlineWriter || (len(p.queue) == 0 && p.rest == nil) {
+			if p.writer == loopWriter {
+				p.writer = noWriter
+			}
+			p.mu.Unlock()
+			return false
+		}
+		p.writer = loopWriter
+		if rest := p.rest; rest != nil {
+			p.rest = nil
+			p.mu.Unlock()
+			if _, err := rest.bufs.WriteTo(p.conns[0]); err != nil {
+				rest.r.Complete(p.sendErr(err))
+				p.fail("send", err)
+				return false
+			}
+			rest.r.Complete(nil)
+			return true
+		}
 		ops := p.queue
 		p.queue, p.spare = p.spare, nil
 		p.mu.Unlock()
@@ -391,7 +459,7 @@ func (p *peer) sendLoop() {
 				}
 				clear(ops)
 				p.fail("send", err)
-				return
+				return false
 			}
 			for _, op := range ops[:n] {
 				op.r.Complete(nil)
@@ -405,6 +473,68 @@ func (p *peer) sendLoop() {
 		}
 		p.mu.Unlock()
 	}
+	return true
+}
+
+// writeInline tries to write one small message on the caller's goroutine
+// with one non-blocking writev; the caller holds the connection as
+// inlineWriter. If the socket takes only part of it, the rest goes to
+// sendLoop, ahead of anything queued, so Isend never blocks.
+func (p *peer) writeInline(tag transport.Tag, b []byte) transport.Request {
+	var hdr [headerLen]byte
+	binary.LittleEndian.PutUint64(hdr[0:], uint64(tag))
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(len(b)))
+	iov := [][]byte{hdr[:], b}
+	if len(b) == 0 {
+		iov = iov[:1]
+	}
+	var n int
+	var werr error
+	err := p.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = unix.Writev(int(fd), iov)
+			if werr != unix.EINTR {
+				return true // done or not, never wait for the socket here
+			}
+		}
+	})
+	if err == nil && werr != nil && werr != unix.EAGAIN {
+		err = werr
+	}
+	n = max(n, 0)
+	var r transport.Request
+	p.mu.Lock()
+	switch {
+	case err != nil:
+		r = nil
+	case n == headerLen+len(b):
+		r = transport.Completed(nil)
+	default:
+		// The socket buffer is full: sendLoop writes the rest.
+		req := transport.NewRequest()
+		var rest net.Buffers
+		if n < headerLen {
+			rest = append(rest, append([]byte(nil), hdr[n:]...), b)
+		} else {
+			rest = append(rest, b[n-headerLen:])
+		}
+		p.rest = &restOp{bufs: rest, r: req}
+		r = req
+	}
+	p.writer = noWriter
+	wake := p.rest != nil || len(p.queue) > 0
+	p.mu.Unlock()
+	if wake {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	if err != nil {
+		p.fail("send", err)
+		return transport.Completed(p.sendErr(err))
+	}
+	return r
 }
 
 func (p *peer) sendErr(cause error) error {
