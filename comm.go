@@ -49,6 +49,7 @@ type Comm struct {
 // shared is what the world communicator and every group made from it share.
 type shared struct {
 	ep       transport.Endpoint
+	counts   *transport.CountingEndpoint // ep, counting messages and bytes
 	aborted  atomic.Pointer[error]
 	closeOne sync.Once
 	log      *commslog.Logger
@@ -119,7 +120,8 @@ func New(ep transport.Endpoint, opts ...Option) (*Comm, error) {
 	if o.logCfg != nil {
 		cfg = *o.logCfg
 	}
-	sh := &shared{ep: ep, log: commslog.New(cfg, ep.Rank(), ep.Size())}
+	counting := transport.Counting(ep)
+	sh := &shared{ep: counting, counts: counting, log: commslog.New(cfg, ep.Rank(), ep.Size())}
 	return &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}, nil
 }
 
@@ -139,6 +141,11 @@ func (c *Comm) GlobalRank(r int) (int, error) {
 	}
 	return c.ranks[r], nil
 }
+
+// Traffic returns the messages and bytes this rank has sent to and
+// received from each world rank, over every group that shares this
+// communicator's connections (the wire volume, payload bytes only).
+func (c *Comm) Traffic() transport.Stats { return c.shared.counts.Stats() }
 
 // CommsLog returns the comms logger (records, summary); nil-safe methods.
 func (c *Comm) CommsLog() *commslog.Logger { return c.shared.log }

@@ -55,6 +55,9 @@ var benchOps = map[string]struct {
 	"gather":        {algo.Gather, commslog.Gather},
 	"scatter":       {algo.Scatter, commslog.Scatter},
 	"sendrecv":      {0, commslog.Send},
+	// onebit is DeepSpeed's compressed allreduce (package onebit); its
+	// busbw uses allreduce's factor, so it compares with -op allreduce.
+	"onebit": {0, commslog.AllReduce},
 }
 
 func parseSize(s string) (int64, error) {
@@ -139,6 +142,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	if cfg.root < 0 || cfg.root >= cfg.ranks {
 		return nil, fmt.Errorf("-root %d out of range [0,%d)", cfg.root, cfg.ranks)
 	}
+	if cfg.op == "onebit" && cfg.dtype != reduceop.Float32 {
+		return nil, errors.New("-op onebit works on float32")
+	}
 	if cfg.op == "sendrecv" && cfg.ranks < 2 {
 		return nil, errors.New("-op sendrecv needs -n 2 or more")
 	}
@@ -194,6 +200,8 @@ type result struct {
 	Ranks     int     `json:"ranks"`
 	Op        string  `json:"op"`
 	Transport string  `json:"transport"`
+	// SentPerRank is the payload bytes one rank sends per call, on average.
+	SentPerRank int64 `json:"sent_per_rank"`
 }
 
 func (cfg *benchConfig) sizes() []int64 {
@@ -348,6 +356,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 		return result{}, err
 	}
 	var wrong int64
+	sent0 := c.Traffic().Total().SentBytes
 	start := time.Now()
 	for i := 0; i < cfg.iters; i++ {
 		if cfg.check {
@@ -361,9 +370,10 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 		}
 	}
 	elapsed := time.Since(start)
-	// Agree on the figures: the mean time over ranks (as nccl-tests
-	// reports) and the total of wrong elements.
-	agg := []float64{elapsed.Seconds() / float64(cfg.iters), float64(wrong)}
+	sent := float64(c.Traffic().Total().SentBytes-sent0) / float64(cfg.iters)
+	// Agree on the figures: the mean time and bytes sent over ranks (as
+	// nccl-tests reports time) and the total of wrong elements.
+	agg := []float64{elapsed.Seconds() / float64(cfg.iters), float64(wrong), sent}
 	if err := c.AllReduce(ctx, agg, reduceop.Sum); err != nil {
 		return result{}, err
 	}
@@ -376,8 +386,11 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 	if name == "" {
 		name = "auto:" + string(algo.Select(benchOps[cfg.op].coll, int(size), n))
 	}
-	if cfg.op == "sendrecv" {
+	switch cfg.op {
+	case "sendrecv":
 		name = "p2p"
+	case "onebit":
+		name = "onebit"
 	}
 	redop := "none"
 	if needsOp(cfg.op) {
@@ -391,7 +404,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 	return result{
 		Bytes: size, Count: size / esz, Type: cfg.dtype.String(), Redop: redop, Root: root, Algo: name,
 		TimeUS: sec * 1e6, AlgBW: algbw, BusBW: algbw * commslog.BusFactor(benchOps[cfg.op].log, n),
-		Wrong: int64(agg[1]), Ranks: n, Op: cfg.op, Transport: cfg.transport,
+		Wrong: int64(agg[1]), Ranks: n, Op: cfg.op, Transport: cfg.transport, SentPerRank: int64(agg[2] / float64(n)),
 	}, nil
 }
 
@@ -402,10 +415,10 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	case "csv":
-		fmt.Fprintln(w, "op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong")
+		fmt.Fprintln(w, "op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong,sent_per_rank")
 		for _, r := range rows {
-			fmt.Fprintf(w, "%s,%d,%s,%d,%d,%s,%s,%d,%s,%.2f,%.4f,%.4f,%d\n", r.Op, r.Ranks, r.Transport,
-				r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, r.Wrong)
+			fmt.Fprintf(w, "%s,%d,%s,%d,%d,%s,%s,%d,%s,%.2f,%.4f,%.4f,%d,%d\n", r.Op, r.Ranks, r.Transport,
+				r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, r.Wrong, r.SentPerRank)
 		}
 		return nil
 	}
@@ -413,15 +426,15 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 		cfg.op, cfg.ranks, cfg.transport, cfg.warmup, cfg.iters)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	u := cfg.units.String()
-	fmt.Fprintf(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(%s)\tbusbw(%s)\t#wrong\t\n", u, u)
+	fmt.Fprintf(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(%s)\tbusbw(%s)\t#wrong\tsent/rank(B)\t\n", u, u)
 	for _, r := range rows {
 		wrong := "N/A"
 		if cfg.check {
 			wrong = strconv.FormatInt(r.Wrong, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%.1f\t%.3f\t%.3f\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%.1f\t%.3f\t%.3f\t%s\t%d\t\n",
 			r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS,
-			cfg.units.Convert(r.AlgBW*1e9), cfg.units.Convert(r.BusBW*1e9), wrong)
+			cfg.units.Convert(r.AlgBW*1e9), cfg.units.Convert(r.BusBW*1e9), wrong, r.SentPerRank)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/internal/elems"
+	"github.com/goccl/goccl/onebit"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -15,7 +16,8 @@ type benchBufs struct {
 	rank, n    int
 	count      int // elements in the whole message
 	send, recv any
-	want       any // expected recv, or nil where this rank receives nothing
+	want       any           // expected recv, or nil where this rank receives nothing
+	state      *onebit.State // -op onebit's error-feedback buffers
 }
 
 func sliceLen(buf any) int {
@@ -37,6 +39,12 @@ func newBenchBufs(cfg *benchConfig, rank, n, count int) *benchBufs {
 	dt := cfg.dtype
 	m := count / n // block per rank for blocked collectives
 	switch cfg.op {
+	case "onebit":
+		b.send = elems.Make(dt, count)
+		var err error
+		if b.state, err = onebit.NewState(count, n); err != nil {
+			panic(err) // count and n were checked by the flags
+		}
 	case "allreduce", "broadcast", "reduce", "sendrecv":
 		b.send = elems.Make(dt, count)
 		if cfg.op == "sendrecv" {
@@ -193,6 +201,8 @@ func (b *benchBufs) run(ctx context.Context, c *goccl.Comm) error {
 		return c.Gather(ctx, b.send, b.recv, cfg.root)
 	case "scatter":
 		return c.Scatter(ctx, b.send, b.recv, cfg.root)
+	case "onebit":
+		return onebit.CompressedAllReduce(ctx, c, b.send.([]float32), b.state)
 	case "sendrecv":
 		// Every rank sends to the next and receives from the previous.
 		next, prev := (b.rank+1)%b.n, (b.rank+b.n-1)%b.n
