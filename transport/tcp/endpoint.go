@@ -245,7 +245,7 @@ func (p *peer) fail(op string, cause error) {
 	if p.shutdown(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr}) {
 		lvl := slog.LevelWarn
 		if errors.Is(cause, io.EOF) {
-			lvl = slog.LevelInfo // the peer closed its end: normal at shutdown
+			lvl = slog.LevelDebug // the peer closed its end: normal at shutdown, and a receive from it reports it
 		}
 		p.e.log.Log(context.Background(), lvl, "tcp: link to peer lost", "peer", p.rank, "op", op, "err", cause)
 	}
