@@ -16,7 +16,14 @@ func Host(ctx context.Context, addr string, isServer bool, opts Options) (*Clien
 	if !isServer {
 		return Dial(ctx, addr, opts)
 	}
-	ln, err := net.Listen("tcp", addr)
+	// Listen on every interface at addr's port: a host whose name resolves
+	// to 127.0.1.1 (Debian's default) would otherwise accept only local
+	// clients.
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &OpError{Op: "listen", Addr: addr, Err: err}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("", port))
 	if err != nil {
 		return nil, &OpError{Op: "listen", Addr: addr, Err: err}
 	}

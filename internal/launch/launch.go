@@ -78,7 +78,9 @@ func Discover(getenv func(string) string) (Info, error) {
 			[]string{"PMIX_NAMESPACE", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid"}, "mpirun -x MASTER_ADDR -x MASTER_PORT")
 	case getenv("RANK") != "" || getenv("WORLD_SIZE") != "":
 		return discoverTorchrun(getenv)
-	case getenv("PMI_RANK") != "":
+	// srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE equal to Slurm's own: then
+	// Slurm, which also knows the node list, describes the job better.
+	case getenv("PMI_RANK") != "" && !(getenv("SLURM_PROCID") == getenv("PMI_RANK") && getenv("SLURM_NTASKS") == getenv("PMI_SIZE")):
 		return discoverMPI(getenv, "pmi", pmiVars,
 			[]string{"PMI_KVSNAME", "PMIX_NAMESPACE", "PMI_JOBID"}, "mpiexec -genv MASTER_ADDR <host> -genv MASTER_PORT <port>")
 	case getenv("SLURM_PROCID") != "":

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -148,11 +149,56 @@ func (c *Config) listenHost() (string, error) {
 	if h, err := os.Hostname(); err == nil {
 		if ips, err := net.LookupIP(h); err == nil {
 			for _, ip := range ips {
-				if !ip.IsLoopback() && ip.To4() != nil {
+				if !ip.IsLoopback() && ip.To4() != nil && isLocal(ip) {
 					return ip.String(), nil
 				}
 			}
 		}
 	}
+	if ip := firstInterfaceIP(); ip != nil {
+		return ip.String(), nil
+	}
 	return "127.0.0.1", nil
+}
+
+// isLocal reports whether ip is an address of one of this host's
+// interfaces (a hostname can resolve to an address that is not, on hosts
+// whose /etc/hosts maps their name to 127.0.1.1 or a stale entry).
+func isLocal(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstInterfaceIP returns the IPv4 address of the first interface that is
+// up, not loopback and not a container bridge (NCCL skips docker and lo by
+// default too), or nil.
+func firstInterfaceIP() net.IP {
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for _, ifc := range ifcs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 ||
+			strings.HasPrefix(ifc.Name, "docker") || strings.HasPrefix(ifc.Name, "veth") {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP
+			}
+		}
+	}
+	return nil
 }
