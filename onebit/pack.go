@@ -1,6 +1,9 @@
 package onebit
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // PackedLen returns the number of bytes that hold n sign bits: ceil(n/8).
 func PackedLen(n int) int { return (n + 7) / 8 }
@@ -36,10 +39,13 @@ func Pack(dst []uint8, src []float32) {
 		panic("onebit: Pack: dst too short")
 	}
 	full := len(src) / 8
-	if littleEndian {
+	switch {
+	case usePackAVX && full > 0:
+		packAVX(&dst[0], &src[0], full)
+	case littleEndian:
 		packWords(dst, src)
 	}
-	for k := 0; k < full && !littleEndian; k++ {
+	for k := 0; k < full && !littleEndian && !usePackAVX; k++ {
 		x := src[8*k : 8*k+8 : 8*k+8]
 		dst[k] = uint8(posBit(x[0])<<7 | posBit(x[1])<<6 | posBit(x[2])<<5 | posBit(x[3])<<4 |
 			posBit(x[4])<<3 | posBit(x[5])<<2 | posBit(x[6])<<1 | posBit(x[7]))
@@ -52,6 +58,20 @@ func Pack(dst []uint8, src []float32) {
 		dst[full] = uint8(b)
 	}
 }
+
+// usePackAVX switches Pack's AVX path on where the CPU has it; tests flip
+// it to run every path against the plain loop.
+var usePackAVX = haveAVX
+
+// packTable maps a vmovmskps mask (bit i set when element i < 0) to the
+// packed byte: element 0 in the most significant bit, 1 meaning "not
+// negative".
+var packTable = func() (t [256]uint8) {
+	for m := range t {
+		t[m] = ^bits.Reverse8(uint8(m))
+	}
+	return t
+}()
 
 // Unpack writes +1 or -1 into each element of dst from the bits of src,
 // most significant bit first: dst[i] = +1 when bit 7-i%8 of src[i/8] is 1.

@@ -1,6 +1,7 @@
 package onebit
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -44,7 +45,21 @@ func TestPosBit(t *testing.T) {
 	}
 }
 
+// TestPackUnpack runs every Pack path (AVX where the CPU has it, the SWAR
+// loop, and the per-element loop's tail) against the reference.
 func TestPackUnpack(t *testing.T) {
+	paths := []bool{false}
+	if haveAVX {
+		paths = append(paths, true)
+	}
+	defer func(old bool) { usePackAVX = old }(usePackAVX)
+	for _, avx := range paths {
+		usePackAVX = avx
+		t.Run(fmt.Sprintf("avx=%v", avx), testPackUnpack)
+	}
+}
+
+func testPackUnpack(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, n := range awkward {
 		x := randVec(r, n)
