@@ -15,8 +15,8 @@ import (
 // benchCollective times one collective on n in-process ranks over
 // transport/mem; b.SetBytes counts the message size as nccl-tests does, so
 // MB/s is algbw.
-func benchCollective(b *testing.B, n int, a algo.Algorithm, size int, f func(ctx context.Context, c *goccl.Comm, buf, out []float32) error) {
-	comms, err := goccl.NewLocal(n, goccl.WithAlgorithm(a))
+func benchCollective(b *testing.B, n int, a algo.Algorithm, size int, f func(ctx context.Context, c *goccl.Comm, buf, out []float32) error, opts ...goccl.Option) {
+	comms, err := goccl.NewLocal(n, append(opts, goccl.WithAlgorithm(a))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,31 +99,7 @@ func BenchmarkCommsLogOff(b *testing.B) {
 }
 
 func BenchmarkCommsLogOn(b *testing.B) {
-	comms, err := goccl.NewLocal(2, goccl.WithCommsLog(commslog.Config{Enabled: true}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
-	ctx := context.Background()
-	b.SetBytes(8)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for _, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]float32, 2)
-			for i := 0; i < b.N; i++ {
-				if err := c.AllReduce(ctx, buf, reduceop.Sum); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	benchCollective(b, 2, "", 8, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+		return c.AllReduce(ctx, buf, reduceop.Sum)
+	}, goccl.WithCommsLog(commslog.Config{Enabled: true}))
 }

@@ -84,6 +84,36 @@ func sameType(op string, c *Comm, a, b view) error {
 	return nil
 }
 
+// checkPair resolves a send and a recv buffer of one dtype.
+func (c *Comm) checkPair(op string, send, recv any) (sv, rv view, err error) {
+	if sv, err = c.check(op, "send", send); err != nil {
+		return
+	}
+	if rv, err = c.check(op, "recv", recv); err != nil {
+		return
+	}
+	err = sameType(op, c, sv, rv)
+	return
+}
+
+// checkScaled is checkPair for collectives whose bigger buffer holds
+// Size() blocks of the smaller one (allgather, reduce-scatter, gather,
+// scatter). sendBig says which side is the bigger.
+func (c *Comm) checkScaled(op string, send, recv any, sendBig bool) (sv, rv view, err error) {
+	if sv, rv, err = c.checkPair(op, send, recv); err != nil {
+		return
+	}
+	small, big, smallName, bigName := sv, rv, "send", "recv"
+	if sendBig {
+		small, big, smallName, bigName = rv, sv, "recv", "send"
+	}
+	if big.n != small.n*c.Size() {
+		err = invalid(op, c.rank, "%s has %d elements, want %d (size %d x %s %d)",
+			bigName, big.n, small.n*c.Size(), c.Size(), smallName, small.n)
+	}
+	return
+}
+
 func (c *Comm) newCall(op string, dt reduceop.DType, bytes int, a algo.Algorithm) *call {
 	return &call{c: c, op: op, dt: dt, bytes: int64(bytes), algo: string(a)}
 }
@@ -365,19 +395,9 @@ func (c *Comm) AllGatherAsync(ctx context.Context, send, recv any) *Work {
 
 func (c *Comm) allGather(send, recv any) (*call, error) {
 	const name = commslog.AllGatherIntoTensor
-	sv, err := c.check(name, "send", send)
+	sv, rv, err := c.checkScaled(name, send, recv, false)
 	if err != nil {
 		return nil, err
-	}
-	rv, err := c.check(name, "recv", recv)
-	if err != nil {
-		return nil, err
-	}
-	if err := sameType(name, c, sv, rv); err != nil {
-		return nil, err
-	}
-	if rv.n != sv.n*c.Size() {
-		return nil, invalid(name, c.rank, "recv has %d elements, want %d (size %d x send %d)", rv.n, sv.n*c.Size(), c.Size(), sv.n)
 	}
 	return c.allGatherv(name, sv, rv, equalCounts(c.Size(), sv.n), rv.bytes())
 }
@@ -529,19 +549,9 @@ func (c *Comm) ReduceScatterAsync(ctx context.Context, send, recv any, op reduce
 
 func (c *Comm) reduceScatter(send, recv any, op reduceop.Op) (*call, error) {
 	const name = commslog.ReduceScatterTensor
-	sv, err := c.check(name, "send", send)
+	sv, rv, err := c.checkScaled(name, send, recv, true)
 	if err != nil {
 		return nil, err
-	}
-	rv, err := c.check(name, "recv", recv)
-	if err != nil {
-		return nil, err
-	}
-	if err := sameType(name, c, sv, rv); err != nil {
-		return nil, err
-	}
-	if sv.n != rv.n*c.Size() {
-		return nil, invalid(name, c.rank, "send has %d elements, want %d (size %d x recv %d)", sv.n, rv.n*c.Size(), c.Size(), rv.n)
 	}
 	if err := c.checkOp(name, op, sv.dt); err != nil {
 		return nil, err

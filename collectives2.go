@@ -60,15 +60,8 @@ func (c *Comm) splits(name, what string, v view, counts []int) ([]int, error) {
 
 func (c *Comm) allToAll(send any, sendCounts []int, recv any, recvCounts []int) (*call, error) {
 	const name = commslog.AllToAllSingle
-	sv, err := c.check(name, "send", send)
+	sv, rv, err := c.checkPair(name, send, recv)
 	if err != nil {
-		return nil, err
-	}
-	rv, err := c.check(name, "recv", recv)
-	if err != nil {
-		return nil, err
-	}
-	if err := sameType(name, c, sv, rv); err != nil {
 		return nil, err
 	}
 	sc, err := c.splits(name, "send", sv, sendCounts)
@@ -154,25 +147,19 @@ func (c *Comm) AllToAllList(ctx context.Context, send, recv []any) error {
 // the right type, or anything: it is not read).
 func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 	const name = commslog.Gather
-	sv, err := c.check(name, "send", send)
-	if err != nil {
-		return err
-	}
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
 	n := c.Size()
-	var rv view
+	var sv, rv view
+	var err error
 	if c.rank == root {
-		if rv, err = c.check(name, "recv", recv); err != nil {
-			return err
-		}
-		if err := sameType(name, c, sv, rv); err != nil {
-			return err
-		}
-		if rv.n != sv.n*n {
-			return invalid(name, c.rank, "recv has %d elements, want %d", rv.n, sv.n*n)
-		}
+		sv, rv, err = c.checkScaled(name, send, recv, false)
+	} else {
+		sv, err = c.check(name, "send", send) // recv is not used
+	}
+	if err != nil {
+		return err
 	}
 	a, fn := c.pickGather(sv.bytes() * n)
 	k := c.newCall(name, sv.dt, sv.bytes()*n, a)
@@ -210,25 +197,19 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 // rank i's recv. send is only read on root.
 func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 	const name = commslog.Scatter
-	rv, err := c.check(name, "recv", recv)
-	if err != nil {
-		return err
-	}
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
 	n := c.Size()
-	var sv view
+	var sv, rv view
+	var err error
 	if c.rank == root {
-		if sv, err = c.check(name, "send", send); err != nil {
-			return err
-		}
-		if err := sameType(name, c, sv, rv); err != nil {
-			return err
-		}
-		if sv.n != rv.n*n {
-			return invalid(name, c.rank, "send has %d elements, want %d", sv.n, rv.n*n)
-		}
+		sv, rv, err = c.checkScaled(name, send, recv, true)
+	} else {
+		rv, err = c.check(name, "recv", recv) // send is not used
+	}
+	if err != nil {
+		return err
 	}
 	a, fn := c.pickScatter(rv.bytes() * n)
 	k := c.newCall(name, rv.dt, rv.bytes()*n, a)
