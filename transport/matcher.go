@@ -113,10 +113,9 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 		msg := q.unexp.pop()
 		p.release(tag, q)
 		var err error
+		copy(buf, msg.data) // on a length mismatch, the common prefix
 		if len(msg.data) != len(buf) {
 			err = LengthError(from, len(buf), len(msg.data))
-		} else {
-			copy(buf, msg.data)
 		}
 		p.mu.Unlock()
 		if msg.done != nil {
@@ -193,10 +192,9 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 		r := q.posted.pop()
 		p.release(tag, q)
 		var err error
+		copy(r.buf, data) // on a length mismatch, the common prefix
 		if len(r.buf) != len(data) {
 			err = LengthError(from, len(r.buf), len(data))
-		} else {
-			copy(r.buf, data)
 		}
 		p.mu.Unlock()
 		r.Complete(err)
@@ -216,13 +214,20 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 // DeliverFrom reads a message of n bytes from peer under tag out of r. If a
 // receive is posted the payload is read straight into its buffer; otherwise
 // into a new buffer that joins the unexpected queue. A length mismatch
-// fails the receive (the payload is read and discarded) and is not an error
+// fails the receive (the common prefix is delivered, the rest discarded) and is not an error
 // of DeliverFrom: the stream is still in step. DeliverFrom returns an error
 // only when reading r fails; a claimed receive is then failed with fail(err).
 func (m *Matcher) DeliverFrom(from int, tag Tag, n int, r io.Reader, fail func(error) error) error {
 	if pr := m.Claim(from, tag); pr != nil {
 		if len(pr.buf) != n {
-			if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+			// Deliver the common prefix, so the receiver can read a header
+			// it shares with the sender, and discard the rest.
+			k := min(n, len(pr.buf))
+			_, err := io.ReadFull(r, pr.buf[:k])
+			if err == nil {
+				_, err = io.CopyN(io.Discard, r, int64(n-k))
+			}
+			if err != nil {
 				pr.Complete(fail(err))
 				return err
 			}

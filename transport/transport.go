@@ -30,7 +30,9 @@ type Endpoint interface {
 	Isend(to int, tag Tag, b []byte) Request
 	// Irecv receives the next message from rank from under tag into b. The
 	// message must be exactly len(b) bytes long; any other length completes
-	// the request with an error wrapping ErrProtocol. If the message arrived
+	// the request with an error wrapping ErrProtocol, after copying the
+	// first min(len(b), length) bytes into b (so a receiver can still read
+	// a header it shares with the sender). If the message arrived
 	// before Irecv was called it waits in the unexpected-message queue and is
 	// copied from there; otherwise it lands straight in b.
 	Irecv(from int, tag Tag, b []byte) Request

@@ -328,17 +328,25 @@ func testWrongLength(t *testing.T, newMesh MeshFunc) {
 	for _, tc := range []struct{ sent, want int }{{10, 5}, {5, 10}, {0, 1}, {1, 0}, {100 << 10, 99 << 10}} {
 		for _, postFirst := range []bool{true, false} {
 			var r, s transport.Request
+			msg, buf := make([]byte, tc.sent), make([]byte, tc.want)
+			for i := range msg {
+				msg[i] = byte(i*7 + 1)
+			}
 			if postFirst {
-				r = eps[1].Irecv(0, 1, make([]byte, tc.want))
-				s = eps[0].Isend(1, 1, make([]byte, tc.sent))
+				r = eps[1].Irecv(0, 1, buf)
+				s = eps[0].Isend(1, 1, msg)
 			} else {
-				s = eps[0].Isend(1, 1, make([]byte, tc.sent))
-				r = eps[1].Irecv(0, 1, make([]byte, tc.want))
+				s = eps[0].Isend(1, 1, msg)
+				r = eps[1].Irecv(0, 1, buf)
 			}
 			err := r.Wait(ctx)
 			var pe *transport.PeerError
 			if !errors.Is(err, transport.ErrProtocol) || !errors.As(err, &pe) || pe.Peer != 0 {
 				t.Fatalf("sent %d, receive of %d: got %v, want a PeerError for peer 0 wrapping ErrProtocol", tc.sent, tc.want, err)
+			}
+			// The common prefix is delivered, so a header can be read.
+			if k := min(tc.sent, tc.want); !bytes.Equal(buf[:k], msg[:k]) {
+				t.Fatalf("sent %d, receive of %d: the common prefix was not delivered", tc.sent, tc.want)
 			}
 			s.Wait(ctx) // the send's outcome is the transport's business
 			// The link is still in step.
