@@ -103,3 +103,15 @@ func BenchmarkCommsLogOn(b *testing.B) {
 		return c.AllReduce(ctx, buf, reduceop.Sum)
 	}, goccl.WithCommsLog(commslog.Config{Enabled: true}))
 }
+
+// BenchmarkMismatchCheck measures the collective fingerprint's cost on the
+// latency-bound path: an 8-byte allreduce on 2 ranks, with and without it.
+func BenchmarkMismatchCheck(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("check=%v", on), func(b *testing.B) {
+			benchCollective(b, 2, algo.Doubling, 8, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+				return c.AllReduce(ctx, buf, reduceop.Sum)
+			}, goccl.WithMismatchCheck(on))
+		})
+	}
+}

@@ -20,6 +20,12 @@ type call struct {
 	algo  string
 	run   func(ctx context.Context) error
 	err   error // an argument error found before the call was ordered
+
+	// What every rank must agree on, sent in the fingerprint (see
+	// fingerprint.go): count is -1 where ranks legitimately differ.
+	count int64
+	redop reduceop.Op
+	root  int
 }
 
 // checked turns a constructor's (call, error) result into one call whose

@@ -115,13 +115,24 @@ func (c *Comm) checkScaled(op string, send, recv any, sendBig bool) (sv, rv view
 }
 
 func (c *Comm) newCall(op string, dt reduceop.DType, bytes int, a algo.Algorithm) *call {
-	return &call{c: c, op: op, dt: dt, bytes: int64(bytes), algo: string(a)}
+	return &call{c: c, op: op, dt: dt, bytes: int64(bytes), algo: string(a), root: -1}
+}
+
+// agree sets what the fingerprint makes every rank agree on.
+func (k *call) agree(count int, redop reduceop.Op, root int) *call {
+	k.count, k.redop, k.root = int64(count), redop, root
+	return k
 }
 
 // peers takes the call's tag (fixing its order among collectives) and
 // returns the algo.Peers it runs on.
 func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) error) *peers {
-	return &peers{c: c, op: k.op, tag: c.nextTag(), elem: dt.Size(), reduce: reduce}
+	p := &peers{c: c, op: k.op, tag: c.nextTag(), elem: dt.Size(), reduce: reduce}
+	if !c.opts.noCheck {
+		p.check = true
+		p.fp = makeFingerprint(k, c.id, p.tag)
+	}
+	return p
 }
 
 func equalCounts(n, each int) []int {
@@ -168,7 +179,7 @@ func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Alg
 		return nil, err
 	}
 	a, fn := c.pickAllReduce(v.bytes(), force)
-	k := c.newCall(name, v.dt, v.bytes(), a)
+	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 	p := c.peers(k, v.dt, reducer(kernelOf(v), v.dt, op))
 	n := c.Size()
 	k.run = func(ctx context.Context) error {
@@ -293,7 +304,7 @@ func (c *Comm) broadcast(buf any, root int) (*call, error) {
 		return nil, err
 	}
 	a, fn := c.pickBroadcast(v.bytes())
-	k := c.newCall(name, v.dt, v.bytes(), a)
+	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, 0, root)
 	p := c.peers(k, v.dt, nil)
 	isRoot := c.rank == root
 	k.run = func(ctx context.Context) error {
@@ -337,7 +348,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 		return nil, err
 	}
 	a, fn := c.pickReduce(v.bytes())
-	k := c.newCall(name, v.dt, v.bytes(), a)
+	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, root)
 	p := c.peers(k, v.dt, reducer(kernelOf(v), v.dt, op))
 	isRoot := c.rank == root
 	k.run = func(ctx context.Context) error {
@@ -405,7 +416,7 @@ func (c *Comm) allGather(send, recv any) (*call, error) {
 // allGatherv gathers sv into rv with per-rank counts.
 func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) (*call, error) {
 	a, fn := c.pickAllGather(rv.bytes())
-	k := c.newCall(name, rv.dt, logBytes, a)
+	k := c.newCall(name, rv.dt, logBytes, a).agree(rv.n, 0, -1)
 	p := c.peers(k, rv.dt, nil)
 	esz := rv.dt.Size()
 	off := 0
@@ -568,7 +579,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 	}
 	esz := rv.dt.Size()
 	a, fn := c.pickReduceScatter(total * esz)
-	k := c.newCall(name, rv.dt, total*esz, a)
+	k := c.newCall(name, rv.dt, total*esz, a).agree(total, op, -1)
 	kern := kernelOf(parts[0])
 	p := c.peers(k, rv.dt, reducer(kern, rv.dt, op))
 	off := 0

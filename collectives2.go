@@ -81,7 +81,7 @@ func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int)
 	for _, p := range parts {
 		bytes += p.bytes()
 	}
-	k := c.newCall(name, rv.dt, bytes, a)
+	k := c.newCall(name, rv.dt, bytes, a).agree(-1, 0, -1) // splits differ by rank
 	p := c.peers(k, rv.dt, nil)
 	k.run = func(ctx context.Context) error {
 		var sendHost []byte
@@ -162,7 +162,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 		return err
 	}
 	a, fn := c.pickGather(sv.bytes() * n)
-	k := c.newCall(name, sv.dt, sv.bytes()*n, a)
+	k := c.newCall(name, sv.dt, sv.bytes()*n, a).agree(sv.n, 0, root)
 	p := c.peers(k, sv.dt, nil)
 	counts := equalCounts(n, sv.n)
 	k.run = func(ctx context.Context) error {
@@ -212,7 +212,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 		return err
 	}
 	a, fn := c.pickScatter(rv.bytes() * n)
-	k := c.newCall(name, rv.dt, rv.bytes()*n, a)
+	k := c.newCall(name, rv.dt, rv.bytes()*n, a).agree(rv.n, 0, root)
 	p := c.peers(k, rv.dt, nil)
 	counts := equalCounts(n, rv.n)
 	k.run = func(ctx context.Context) error {

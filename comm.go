@@ -59,6 +59,7 @@ type shared struct {
 type options struct {
 	timeout time.Duration
 	algo    algo.Algorithm // forced, or ""
+	noCheck bool           // no fingerprints (WithMismatchCheck(false))
 	logCfg  *commslog.Config
 	getenv  func(string) string
 
@@ -84,6 +85,13 @@ func WithAlgorithm(a algo.Algorithm) Option { return func(o *options) { o.algo =
 // WithCommsLog turns on the comms logger with cfg (GOCCL_COMMS_LOG=1 and its
 // companions do the same from the environment).
 func WithCommsLog(cfg commslog.Config) Option { return func(o *options) { o.logCfg = &cfg } }
+
+// WithMismatchCheck turns the collective fingerprint on (the default) or
+// off. With it, each collective's first message from one rank to another
+// carries 32 bytes naming the call, and ranks that disagree get ErrMismatch
+// instead of a hang or misread data; BENCHMARKS.md measures its cost. Every
+// rank must use the same setting.
+func WithMismatchCheck(on bool) Option { return func(o *options) { o.noCheck = !on } }
 
 // WithGetenv replaces os.Getenv for reading GOCCL_* settings (tests).
 func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
@@ -224,6 +232,31 @@ type peers struct {
 	tag    transport.Tag
 	elem   int
 	reduce func(dst, src []byte) error
+
+	fp          fingerprint // this call's (fingerprint.go)
+	check       bool        // send and check fingerprints
+	sent, heard peerSet     // peers the first message went to / came from
+}
+
+// peerSet is a set of ranks, without allocation up to 64 ranks.
+type peerSet struct {
+	low  uint64
+	high map[int]bool
+}
+
+// add adds r and reports whether it was new.
+func (s *peerSet) add(r int) bool {
+	if r < 64 {
+		had := s.low&(1<<r) != 0
+		s.low |= 1 << r
+		return !had
+	}
+	if s.high == nil {
+		s.high = map[int]bool{}
+	}
+	had := s.high[r]
+	s.high[r] = true
+	return !had
 }
 
 var _ algo.Peers = (*peers)(nil)
@@ -240,25 +273,45 @@ func (p *peers) Reduce(dst, src []byte) error {
 }
 
 func (p *peers) Isend(to int, b []byte) algo.Request {
+	if p.check && p.sent.add(to) {
+		return p.sendFirst(to, b)
+	}
 	return &request{p: p, peer: to, dir: "->", r: p.c.shared.ep.Isend(p.c.ranks[to], p.tag, b)}
 }
 
 func (p *peers) Irecv(from int, b []byte) algo.Request {
+	if p.check && p.heard.add(from) {
+		return p.recvFirst(from, b)
+	}
 	return &request{p: p, peer: from, dir: "<-", r: p.c.shared.ep.Irecv(p.c.ranks[from], p.tag, b)}
 }
 
 type request struct {
-	p    *peers
-	peer int
-	dir  string
-	r    transport.Request
+	p       *peers
+	peer    int
+	dir     string
+	r       transport.Request
+	first   transport.Request // a separate fingerprint message, or nil
+	scratch []byte            // pooled send buffer, freed once sent
 }
 
 func (r *request) Wait(ctx context.Context) error {
-	err := r.r.Wait(ctx)
-	if err == nil {
-		return nil
+	if r.first != nil {
+		if err := r.first.Wait(ctx); err != nil {
+			return r.wrap(err)
+		}
 	}
+	if err := r.r.Wait(ctx); err != nil {
+		return r.wrap(err)
+	}
+	if r.scratch != nil {
+		putScratch(r.scratch)
+		r.scratch = nil
+	}
+	return nil
+}
+
+func (r *request) wrap(err error) error {
 	return &Error{Op: r.p.op, Rank: r.p.c.rank, Peer: r.peer, Dir: r.dir, Err: classify(err)}
 }
 

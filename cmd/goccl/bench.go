@@ -37,6 +37,7 @@ type benchConfig struct {
 	plot               string
 	quiet              bool // no progress on stderr
 	cpuprofile         string
+	mismatchCheck      bool
 	units              commslog.Units
 }
 
@@ -99,6 +100,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.BoolVar(&cfg.check, "check", false, "validate every result against a sequential reference (#wrong column)")
 	fs.StringVar(&cfg.format, "format", "table", "output format: table, csv or json")
 	fs.StringVar(&cfg.plot, "plot", "", "write busbw against size to this SVG file")
+	fs.BoolVar(&cfg.mismatchCheck, "mismatch-check", true, "send the collective fingerprint that catches ranks that disagree (off: measure its cost)")
 	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (DeepSpeed's Gbit/s)")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
@@ -276,7 +278,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // benchLocal runs every rank as a goroutine over transport/mem.
 func benchLocal(ctx context.Context, cfg *benchConfig, stderr io.Writer) ([]result, error) {
-	comms, err := goccl.NewLocal(cfg.ranks)
+	comms, err := goccl.NewLocal(cfg.ranks, goccl.WithMismatchCheck(cfg.mismatchCheck))
 	if err != nil {
 		return nil, err
 	}

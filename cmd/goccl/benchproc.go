@@ -59,7 +59,7 @@ func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout
 
 // benchWorker is one rank of benchProcesses.
 func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) ([]result, bool, error) {
-	c, err := goccl.Init(ctx)
+	c, err := goccl.Init(ctx, goccl.WithMismatchCheck(cfg.mismatchCheck))
 	if err != nil {
 		return nil, false, err
 	}
