@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type Comm struct {
 type shared struct {
 	ep       transport.Endpoint
 	counts   *transport.CountingEndpoint // ep, counting messages and bytes
+	lost     atomic.Int64                // world rank whose loss aborted us, or -1
 	aborted  atomic.Pointer[error]
 	closeOne sync.Once
 	log      *commslog.Logger
@@ -130,7 +132,22 @@ func New(ep transport.Endpoint, opts ...Option) (*Comm, error) {
 	}
 	counting := transport.Counting(ep)
 	sh := &shared{ep: counting, counts: counting, log: commslog.New(cfg, ep.Rank(), ep.Size())}
-	return &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}, nil
+	sh.lost.Store(-1)
+	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
+	if n, ok := ep.(transport.PeerLossNotifier); ok {
+		// A lost peer aborts the communicator at once, so that every call
+		// waiting on anyone, not only on that peer, fails naming it.
+		// Closing the endpoint waits for the transport's goroutines, the
+		// caller among them: so it runs on its own; the abort itself is
+		// recorded at once.
+		n.OnPeerLoss(func(pe *transport.PeerError) {
+			sh.lost.CompareAndSwap(-1, int64(pe.Peer))
+			if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
+				go c.closeEndpoint()
+			}
+		})
+	}
+	return c, nil
 }
 
 // Rank returns this process's rank in the communicator.
@@ -183,20 +200,27 @@ func (c *Comm) Abort(cause error) {
 }
 
 func (c *Comm) abort(cause error) {
+	if c.markAborted(cause) {
+		c.closeEndpoint()
+	}
+}
+
+// markAborted records the first cause; later calls fail with it.
+func (c *Comm) markAborted(cause error) bool {
 	if cause == nil {
 		cause = ErrAborted
 	}
 	e := fmt.Errorf("%w: %w", ErrAborted, cause)
-	if c.shared.aborted.CompareAndSwap(nil, &e) {
-		c.shared.closeOne.Do(func() { c.shared.ep.Close() })
-	}
+	return c.shared.aborted.CompareAndSwap(nil, &e)
 }
+
+func (c *Comm) closeEndpoint() { c.shared.closeOne.Do(func() { c.shared.ep.Close() }) }
 
 // usable returns the error every call returns on a closed or aborted
 // communicator.
 func (c *Comm) usable(op string) error {
 	if p := c.shared.aborted.Load(); p != nil {
-		return &Error{Op: op, Rank: c.rank, Peer: -1, Err: *p}
+		return &Error{Op: op, Rank: c.rank, Peer: c.lostPeer(), Err: *p}
 	}
 	if c.closed.Load() {
 		return &Error{Op: op, Rank: c.rank, Peer: -1, Err: fmt.Errorf("%w: communicator closed", ErrAborted)}
@@ -219,7 +243,7 @@ func childID(parent, n uint64, ranks []int) uint64 {
 	h := fnv.New64a()
 	fmt.Fprint(h, parent, n, ranks)
 	id := h.Sum64() & (1<<24 - 1)
-	if id == 0 {
+	if id == 0 || id == 1<<24-1 { // 0 is the world; all ones would reach transport/tcp's goodbye tag
 		id = 1
 	}
 	return id
@@ -312,7 +336,45 @@ func (r *request) Wait(ctx context.Context) error {
 }
 
 func (r *request) wrap(err error) error {
-	return &Error{Op: r.p.op, Rank: r.p.c.rank, Peer: r.peer, Dir: r.dir, Err: classify(err)}
+	c := r.p.c
+	if errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrClosed) {
+		if errors.Is(err, transport.ErrPeerClosed) {
+			// A peer that closes under a collective has usually aborted
+			// because it lost a rank; this rank's link to that rank breaks
+			// at the same moment. Give the transport a moment (up to 1 s,
+			// on the failure path only) to report it, so the error names
+			// the rank that was lost, not the messenger.
+			for i := 0; i < 500 && c.shared.lost.Load() < 0; i++ {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+		if lost := c.lostPeer(); lost >= 0 {
+			return &Error{Op: r.p.op, Rank: c.rank, Peer: lost, Dir: r.dir, Err: c.abortCause(err)}
+		}
+		if p := c.shared.aborted.Load(); p != nil && errors.Is(err, transport.ErrClosed) {
+			// Aborted under this call for another reason: say which.
+			return &Error{Op: r.p.op, Rank: c.rank, Peer: r.peer, Dir: r.dir, Err: *p}
+		}
+	}
+	return &Error{Op: r.p.op, Rank: c.rank, Peer: r.peer, Dir: r.dir, Err: classify(err)}
+}
+
+// abortCause is the error the communicator was aborted with, or err as
+// such while the abort is still being recorded.
+func (c *Comm) abortCause(err error) error {
+	if p := c.shared.aborted.Load(); p != nil {
+		return *p
+	}
+	return fmt.Errorf("%w: %w", ErrAborted, err)
+}
+
+// lostPeer returns the group rank whose lost link aborted the
+// communicator, or -1.
+func (c *Comm) lostPeer() int {
+	if lost := int(c.shared.lost.Load()); lost >= 0 {
+		return slices.Index(c.ranks, lost)
+	}
+	return -1
 }
 
 // reducer returns the element-wise reduction for dt and op on host bytes

@@ -41,6 +41,17 @@ type Endpoint interface {
 	Close() error
 }
 
+// PeerLossNotifier is an optional capability of an Endpoint: it learns
+// that a peer is gone as soon as the link to it fails, even while no
+// receive from that peer is posted (transport/tcp sees the socket close).
+// A communicator uses it to abort at once and name the lost rank.
+type PeerLossNotifier interface {
+	// OnPeerLoss registers f, called once for each peer whose link fails,
+	// from the transport's goroutine, never for the endpoint's own Close.
+	// f must not block.
+	OnPeerLoss(f func(*PeerError))
+}
+
 // Request is a pending Isend or Irecv.
 type Request interface {
 	// Wait blocks until the request completes or ctx ends. If ctx ends first

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 	"golang.org/x/sys/unix"
@@ -44,6 +45,7 @@ type endpoint struct {
 	closing    atomic.Bool
 	closeOnce  sync.Once
 	wg         sync.WaitGroup
+	onLoss     atomic.Pointer[func(*transport.PeerError)]
 }
 
 var _ transport.Endpoint = (*endpoint)(nil)
@@ -88,6 +90,8 @@ type peer struct {
 	queue []sendOp
 	spare []sendOp
 	err   error // once set, sends fail with it
+	// left is set when the peer said goodbye: it closed on purpose.
+	left atomic.Bool
 	// writer says who writes to conns[0] now: nobody, an Isend writing a
 	// small message inline, or sendLoop. Guarded by mu.
 	writer writerKind
@@ -202,12 +206,55 @@ func (e *endpoint) Close() error {
 		e.m.Abort(transport.ErrClosed)
 		for _, p := range e.peers {
 			if p != nil {
+				p.goodbye()
 				p.shutdown(transport.ErrClosed)
 			}
 		}
 		e.wg.Wait()
 	})
 	return nil
+}
+
+// goodbyeTag marks the frame a closing endpoint sends each peer, so that
+// the peer tells a rank that left from a rank that was lost (whose socket
+// just breaks). It is outside every tag the root package uses.
+const goodbyeTag = ^transport.Tag(0)
+
+// goodbye tells the peer this endpoint is closing on purpose. Queued sends
+// are dropped (they fail with ErrClosed); a frame being written is let
+// finish, for up to 200 ms, so the goodbye lands on a frame boundary. It
+// takes the connection for good.
+func (p *peer) goodbye() {
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for {
+		p.mu.Lock()
+		if p.err != nil {
+			p.mu.Unlock()
+			return
+		}
+		dropped := p.queue
+		p.queue = nil
+		free := p.writer == noWriter && p.rest == nil
+		if free {
+			p.writer = loopWriter
+		}
+		p.mu.Unlock()
+		for _, op := range dropped {
+			op.r.Complete(transport.ErrClosed)
+		}
+		if free {
+			break
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var hdr [headerLen]byte
+	binary.LittleEndian.PutUint64(hdr[0:], uint64(goodbyeTag))
+	c := p.conns[0]
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	c.Write(hdr[:])
 }
 
 // shutdown makes later and queued sends fail with err, closes the
@@ -242,15 +289,25 @@ func (p *peer) fail(op string, cause error) {
 	if !errors.Is(cause, transport.ErrProtocol) {
 		werr = fmt.Errorf("%w: %v", transport.ErrPeerClosed, cause)
 	}
-	if p.shutdown(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr}) {
+	first := p.shutdown(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr})
+	if first {
 		lvl := slog.LevelWarn
 		if errors.Is(cause, io.EOF) {
 			lvl = slog.LevelDebug // the peer closed its end: normal at shutdown, and a receive from it reports it
 		}
 		p.e.log.Log(context.Background(), lvl, "tcp: link to peer lost", "peer", p.rank, "op", op, "err", cause)
 	}
-	p.e.m.FailPeer(p.rank, &transport.PeerError{Op: "recv", Peer: p.rank, Err: werr})
+	pe := &transport.PeerError{Op: "recv", Peer: p.rank, Err: werr}
+	p.e.m.FailPeer(p.rank, pe)
+	if f := p.e.onLoss.Load(); first && f != nil && !p.e.closing.Load() && !p.left.Load() {
+		(*f)(pe)
+	}
 }
+
+// OnPeerLoss implements transport.PeerLossNotifier.
+func (e *endpoint) OnPeerLoss(f func(*transport.PeerError)) { e.onLoss.Store(&f) }
+
+var _ transport.PeerLossNotifier = (*endpoint)(nil)
 
 // recvErr is the error a receive that was being filled fails with.
 func (p *peer) recvErr(cause error) error {
@@ -280,6 +337,10 @@ func (p *peer) readLoop() {
 		}
 		tag := transport.Tag(binary.LittleEndian.Uint64(hdr[0:]))
 		n64 := binary.LittleEndian.Uint64(hdr[8:])
+		if tag == goodbyeTag && n64 == 0 {
+			p.left.Store(true) // the EOF that follows is a departure, not a loss
+			continue
+		}
 		if n64 > uint64(p.e.maxMsg) {
 			p.fail("recv", fmt.Errorf("%w: frame of %d bytes exceeds the maximum %d", transport.ErrProtocol, n64, p.e.maxMsg))
 			return
