@@ -1,6 +1,7 @@
 package goccl
 
 import (
+	"crypto/tls"
 	"context"
 	"errors"
 	"fmt"
@@ -71,6 +72,7 @@ type options struct {
 	secret    []byte
 	jobID     string
 	streams   int
+	tls       *tls.Config
 }
 
 // Option configures a communicator.

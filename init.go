@@ -1,6 +1,7 @@
 package goccl
 
 import (
+	"crypto/tls"
 	"context"
 	"fmt"
 	"net"
@@ -62,6 +63,11 @@ func WithSecret(secret []byte) Option { return func(o *options) { o.secret = sec
 // apart. GOCCL_JOB_ID does the same; the default is the master address.
 func WithJobID(id string) Option { return func(o *options) { o.jobID = id } }
 
+// WithTLS wraps every TCP connection between ranks in TLS with cfg (see
+// tcp.Config.TLS). GOCCL_TLS_CERT, GOCCL_TLS_KEY and GOCCL_TLS_CA (PEM
+// files) do the same through tcp.TLSFromFiles.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
 // WithStreams sets the number of TCP connections per pair of ranks
 // (GOCCL_STREAMS; default 1).
 func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
@@ -95,6 +101,12 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	secret := o.secret
 	if secret == nil && o.getenv("GOCCL_SECRET") != "" {
 		secret = []byte(o.getenv("GOCCL_SECRET"))
+	}
+	tlsCfg := o.tls
+	if cert := o.getenv("GOCCL_TLS_CERT"); tlsCfg == nil && cert != "" {
+		if tlsCfg, err = tcp.TLSFromFiles(cert, o.getenv("GOCCL_TLS_KEY"), o.getenv("GOCCL_TLS_CA")); err != nil {
+			return nil, fmt.Errorf("goccl: init: %w", err)
+		}
 	}
 	streams := o.streams
 	if s := o.getenv("GOCCL_STREAMS"); streams == 0 && s != "" {
@@ -130,7 +142,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		ep, err = tcp.Connect(ctx, tcp.Config{
 			Rank: env.Rank, Size: env.Size, JobID: jobID,
 			KV:     store.WithPrefix(client, "goccl/"+jobID+"/"),
-			Secret: secret, Streams: streams, Interface: o.getenv("GOCCL_IFNAME"),
+			Secret: secret, Streams: streams, Interface: o.getenv("GOCCL_IFNAME"), TLS: tlsCfg,
 		})
 		if err != nil {
 			client.Close()

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -179,6 +180,9 @@ func acceptLoop(ctx context.Context, ln net.Listener, cfg *Config, t *table, log
 		if err != nil {
 			return // listener closed: done or given up
 		}
+		if cfg.TLS != nil {
+			c = tls.Server(c, cfg.TLS) // the TLS handshake runs under the handshake deadline
+		}
 		wg.Go(func() {
 			remote := c.RemoteAddr().String()
 			hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
@@ -244,6 +248,13 @@ func dialOnce(ctx context.Context, d *net.Dialer, cfg *Config, addr string, peer
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		c = tls.Client(c, tc)
+	}
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	stop := context.AfterFunc(hctx, func() { c.SetDeadline(time.Unix(1, 0)) })
@@ -258,6 +269,9 @@ func dialOnce(ctx context.Context, d *net.Dialer, cfg *Config, addr string, peer
 }
 
 func setSockOpts(c net.Conn, bufSize int) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return
