@@ -25,6 +25,9 @@ func FuzzDecodeObject(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	c := &Comm{rank: 0}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<10 {
+			return // long inputs only slow the search; lengths inside gob are what matter
+		}
 		for _, err := range []error{
 			func() error { _, err := decode[msg](c, "all_gather_object", 3, b); return err }(),
 			func() error { _, err := decode[[]string](c, "all_gather_object", 3, b); return err }(),
