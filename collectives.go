@@ -6,6 +6,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -22,10 +23,10 @@ func stage(ctx context.Context, v view, load bool) (staged, error) {
 	if v.dev == nil {
 		return staged{v, v.b}, nil
 	}
-	s := staged{v, getScratch(v.bytes())}
+	s := staged{v, scratch.Get(v.bytes())}
 	if load && len(s.host) > 0 {
 		if err := v.dev.CopyToHost(ctx, s.host, 0); err != nil {
-			putScratch(s.host)
+			scratch.Put(s.host)
 			return staged{}, fmt.Errorf("copy device to host: %w", err)
 		}
 	}
@@ -38,7 +39,7 @@ func (s staged) unstage(ctx context.Context, store bool) error {
 	if s.dev == nil {
 		return nil
 	}
-	defer putScratch(s.host)
+	defer scratch.Put(s.host)
 	if store && len(s.host) > 0 {
 		if err := s.dev.CopyFromHost(ctx, 0, s.host); err != nil {
 			return fmt.Errorf("copy host to device: %w", err)
@@ -216,8 +217,8 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 	if len(views) == 0 {
 		return nil
 	}
-	flat := getScratch(total * views[0].dt.Size())
-	defer putScratch(flat)
+	flat := scratch.Get(total * views[0].dt.Size())
+	defer scratch.Put(flat)
 	if err := pack(ctx, flat, views); err != nil {
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
@@ -363,8 +364,8 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 			}
 			host = s.host
 		} else {
-			host = getScratch(v.bytes())
-			defer putScratch(host)
+			host = scratch.Get(v.bytes())
+			defer scratch.Put(host)
 			if err := pack(ctx, host, []view{v}); err != nil {
 				return err
 			}
@@ -470,8 +471,8 @@ func (c *Comm) AllGatherList(ctx context.Context, send any, recv []any) error {
 	for i, v := range rvs {
 		counts[i] = v.n
 	}
-	flat := getScratch(total * sv.dt.Size())
-	defer putScratch(flat)
+	flat := scratch.Get(total * sv.dt.Size())
+	defer scratch.Put(flat)
 	fv := view{dt: sv.dt, n: total, b: flat}
 	if err := checked(c.allGatherv(name, sv, fv, counts, fv.bytes())).exec(ctx); err != nil {
 		return err
@@ -505,11 +506,11 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 	}
 	esz := svs[0].dt.Size()
 	n := c.Size()
-	flat := getScratch(total * esz * n)
-	defer putScratch(flat)
+	flat := scratch.Get(total * esz * n)
+	defer scratch.Put(flat)
 	fv := view{dt: svs[0].dt, n: total * n, b: flat}
-	mine := view{dt: fv.dt, n: total, b: getScratch(total * esz)}
-	defer putScratch(mine.b)
+	mine := view{dt: fv.dt, n: total, b: scratch.Get(total * esz)}
+	defer scratch.Put(mine.b)
 	if err := pack(ctx, mine.b, svs); err != nil {
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
@@ -587,8 +588,8 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 		off += n * esz
 	}
 	k.run = func(ctx context.Context) error {
-		work := getScratch(total * esz)
-		defer putScratch(work)
+		work := scratch.Get(total * esz)
+		defer scratch.Put(work)
 		if err := pack(ctx, work, parts); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
 )
@@ -88,8 +89,8 @@ func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int)
 		if len(parts) == 1 && parts[0].dev == nil {
 			sendHost = parts[0].b
 		} else {
-			sendHost = getScratch(bytes)
-			defer putScratch(sendHost)
+			sendHost = scratch.Get(bytes)
+			defer scratch.Put(sendHost)
 			if err := pack(ctx, sendHost, parts); err != nil {
 				return err
 			}
@@ -131,8 +132,8 @@ func (c *Comm) AllToAllList(ctx context.Context, send, recv []any) error {
 	for j := range svs {
 		sc[j], rc[j] = svs[j].n, rvs[j].n
 	}
-	flat := getScratch(rtotal * rvs[0].dt.Size())
-	defer putScratch(flat)
+	flat := scratch.Get(rtotal * rvs[0].dt.Size())
+	defer scratch.Put(flat)
 	fv := view{dt: rvs[0].dt, n: rtotal, b: flat}
 	if err := c.allToAllv(name, svs, sc, fv, rc).exec(ctx); err != nil {
 		return err
@@ -175,8 +176,8 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 			}
 			host = s.host
 		} else {
-			host = getScratch(sv.bytes() * n)
-			defer putScratch(host)
+			host = scratch.Get(sv.bytes() * n)
+			defer scratch.Put(host)
 		}
 		if err := pack(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], []view{sv}); err != nil {
 			s.unstage(ctx, false)
@@ -220,8 +221,8 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 		if c.rank == root && sv.dev == nil {
 			host = sv.b // the algorithm only reads root's buffer
 		} else {
-			host = getScratch(rv.bytes() * n)
-			defer putScratch(host)
+			host = scratch.Get(rv.bytes() * n)
+			defer scratch.Put(host)
 			if c.rank == root {
 				if err := pack(ctx, host, []view{sv}); err != nil {
 					return err
@@ -282,7 +283,7 @@ func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 	}
 	host := v.b
 	if v.dev != nil {
-		host = getScratch(v.bytes())
+		host = scratch.Get(v.bytes())
 		if err := v.dev.CopyToHost(ctx, host, 0); err != nil {
 			return start(ctx, &call{err: &Error{Op: name, Rank: c.rank, Peer: dst, Err: err}})
 		}
@@ -292,7 +293,7 @@ func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 	k.run = func(ctx context.Context) error {
 		err := r.Wait(ctx)
 		if v.dev != nil && err == nil {
-			putScratch(host)
+			scratch.Put(host)
 		}
 		if err != nil {
 			return &Error{Op: name, Rank: c.rank, Peer: dst, Dir: "->", Err: classify(err)}
@@ -315,7 +316,7 @@ func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
 	}
 	host := v.b
 	if v.dev != nil {
-		host = getScratch(v.bytes())
+		host = scratch.Get(v.bytes())
 	}
 	r := c.shared.ep.Irecv(c.ranks[src], t, host)
 	k := c.newCall(name, v.dt, v.bytes(), "")
@@ -324,7 +325,7 @@ func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
 			return &Error{Op: name, Rank: c.rank, Peer: src, Dir: "<-", Err: classify(err)}
 		}
 		if v.dev != nil {
-			defer putScratch(host)
+			defer scratch.Put(host)
 			return v.dev.CopyFromHost(ctx, 0, host)
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
 )
@@ -111,8 +112,12 @@ func buildOptions(opts []Option) (options, error) {
 	if o.algo == "" {
 		o.algo = algo.Algorithm(o.getenv("GOCCL_ALGO"))
 	}
-	if o.algo != "" && !knownAlgorithm(o.algo) {
-		return o, fmt.Errorf("goccl: unknown algorithm %q (GOCCL_ALGO or WithAlgorithm)", o.algo)
+	if o.algo != "" {
+		a, err := algo.ParseAlgorithm(string(o.algo))
+		if err != nil {
+			return o, fmt.Errorf("goccl: GOCCL_ALGO or WithAlgorithm: %w", err)
+		}
+		o.algo = a
 	}
 	return o, nil
 }
@@ -331,7 +336,7 @@ func (r *request) Wait(ctx context.Context) error {
 		return r.wrap(err)
 	}
 	if r.scratch != nil {
-		putScratch(r.scratch)
+		scratch.Put(r.scratch)
 		r.scratch = nil
 	}
 	return nil
@@ -393,8 +398,11 @@ func reducer(k reduceop.Kernel, dt reduceop.DType, op reduceop.Op) func(dst, src
 // it at the same point in its sequence of calls, and not while a collective
 // of c is running.
 func (c *Comm) SetAlgorithm(a algo.Algorithm) error {
-	if a != "" && !knownAlgorithm(a) {
-		return invalid("set_algorithm", c.rank, "unknown algorithm %q", a)
+	if a != "" {
+		var err error
+		if a, err = algo.ParseAlgorithm(string(a)); err != nil {
+			return invalid("set_algorithm", c.rank, "%v", err)
+		}
 	}
 	c.opts.algo = a
 	return nil

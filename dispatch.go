@@ -38,15 +38,6 @@ var (
 	barrierFunc   = algo.DisseminationBarrier
 )
 
-func knownAlgorithm(a algo.Algorithm) bool {
-	for _, k := range algo.Algorithms {
-		if k == a {
-			return true
-		}
-	}
-	return false
-}
-
 // choose returns the forced algorithm if it implements coll, else the cost
 // model's pick.
 func (c *Comm) choose(coll algo.Collective, bytes int, force algo.Algorithm) algo.Algorithm {

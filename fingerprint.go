@@ -9,6 +9,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
 )
@@ -73,7 +74,7 @@ func (f fingerprint) String() string {
 func (p *peers) sendFirst(to int, b []byte) algo.Request {
 	ep, dst := p.c.shared.ep, p.c.ranks[to]
 	if len(b) <= fpInline {
-		m := getScratch(fpLen + len(b))
+		m := scratch.Get(fpLen + len(b))
 		copy(m, p.fp[:])
 		copy(m[fpLen:], b)
 		return &request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, m), scratch: m}
@@ -87,11 +88,11 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 func (p *peers) recvFirst(from int, b []byte) algo.Request {
 	ep, src := p.c.shared.ep, p.c.ranks[from]
 	if len(b) <= fpInline {
-		m := getScratch(fpLen + len(b))
+		m := scratch.Get(fpLen + len(b))
 		clear(m[:fpLen]) // a shorter message must not leave an old fingerprint here
 		return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b}
 	}
-	m := getScratch(fpLen)
+	m := scratch.Get(fpLen)
 	clear(m)
 	fr := ep.Irecv(src, p.tag, m)
 	return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m}
@@ -132,7 +133,7 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 	} else {
 		copy(r.dst, r.msg[fpLen:])
 	}
-	putScratch(r.msg)
+	scratch.Put(r.msg)
 	r.msg = nil
 	return nil
 }

@@ -34,7 +34,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/algo/internal/scratch"
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.AllReduceFunc = DoublingAllReduce
@@ -56,7 +56,7 @@ func DoublingAllReduce(ctx context.Context, p algo.Peers, buf []byte) (err error
 			scratch.Put(scr)
 		}
 	}()
-	tmp := *scr
+	tmp := scr
 	if err := foldIn(ctx, p, g, buf, tmp); err != nil {
 		return fmt.Errorf("doubling allreduce: %w", err)
 	}

@@ -41,7 +41,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/algo/internal/scratch"
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.AllReduceFunc = AllReduce
@@ -63,7 +63,7 @@ func AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err error) {
 			scratch.Put(scr)
 		}
 	}()
-	tmp := *scr
+	tmp := scr
 	if err := foldIn(ctx, p, g, buf, tmp); err != nil {
 		return fmt.Errorf("rabenseifner allreduce: %w", err)
 	}

@@ -31,7 +31,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/algo/internal/scratch"
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.ReduceScatterFunc = ReduceScatter
@@ -55,7 +55,7 @@ func ReduceScatter(ctx context.Context, p algo.Peers, buf []byte, counts []int) 
 			scratch.Put(scr)
 		}
 	}()
-	tmp := *scr
+	tmp := scr
 	if err := foldIn(ctx, p, g, buf, tmp); err != nil {
 		return fmt.Errorf("halving reduce-scatter: %w", err)
 	}

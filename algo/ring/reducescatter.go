@@ -35,7 +35,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/algo/internal/scratch"
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 // ReduceScatter reduces buf (block i holding counts[i] elements) across the
@@ -76,7 +76,7 @@ func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf []byte, of
 			scratch.Put(scr)
 		}
 	}()
-	tmp := [2][]byte{(*scr)[:half], (*scr)[half:]}
+	tmp := [2][]byte{scr[:half], scr[half:]}
 	right, left := (r+1)%n, mod(r-1, n)
 	var sends []algo.Request
 	for s := 1; s < n; s++ {

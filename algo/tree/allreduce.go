@@ -49,7 +49,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/algo/internal/scratch"
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 // Options tunes the tree allreduce. The zero value is ready to use.
@@ -160,13 +160,13 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 		s, nd := segment(t, k), trees[t]
 		var reqs [2]algo.Request
 		for i, c := range nd.Children {
-			reqs[i] = p.Irecv(c, (*scr)[(2*t+i)*sl:][:len(s)])
+			reqs[i] = p.Irecv(c, scr[(2*t+i)*sl:][:len(s)])
 		}
 		for i, c := range nd.Children {
 			if err := reqs[i].Wait(ctx); err != nil {
 				return fmt.Errorf("tree %d up, segment %d: recv from rank %d: %w", t, k, c, err)
 			}
-			if err := p.Reduce(s, (*scr)[(2*t+i)*sl:][:len(s)]); err != nil {
+			if err := p.Reduce(s, scr[(2*t+i)*sl:][:len(s)]); err != nil {
 				return fmt.Errorf("tree %d up, segment %d: reduce: %w", t, k, err)
 			}
 		}

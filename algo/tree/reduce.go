@@ -25,7 +25,7 @@ import (
 	"slices"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/algo/internal/scratch"
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.ReduceFunc = Reduce
@@ -50,7 +50,7 @@ func Reduce(ctx context.Context, p algo.Peers, buf []byte, root int) (err error)
 				scratch.Put(scr)
 			}
 		}()
-		tmp := [2][]byte{(*scr)[:len(buf)], (*scr)[len(buf):]}
+		tmp := [2][]byte{scr[:len(buf)], scr[len(buf):]}
 		from := func(i int) int { return (v + kids[i] + root) % n }
 		cur := p.Irecv(from(0), tmp[0])
 		for i := range kids {
