@@ -143,6 +143,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			Rank: env.Rank, Size: env.Size, JobID: jobID,
 			KV:     store.WithPrefix(client, "goccl/"+jobID+"/"),
 			Secret: secret, Streams: streams, Interface: o.getenv("GOCCL_IFNAME"), TLS: tlsCfg,
+			WrapConn: testWrapConn,
 		})
 		if err != nil {
 			client.Close()
@@ -170,3 +171,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	return c, nil
 }
+
+// testWrapConn, set by tests through export_test.go, wraps Init's TCP
+// connections to inject faults.
+var testWrapConn func(peer int, c net.Conn) net.Conn

@@ -83,6 +83,12 @@ type Config struct {
 	// MaxMessage is the largest message accepted from the wire
 	// (DefaultMaxMessage); a frame announcing more is a protocol error.
 	MaxMessage int64
+	// WrapConn, when set, wraps each connection to peer once its handshake
+	// has passed, before any frame moves over it: for instrumentation, or
+	// for tests that inject faults (a connection that breaks mid-message,
+	// a peer that sends garbage). A wrapped connection is written through
+	// its own Write method rather than the inline vectored write.
+	WrapConn func(peer int, c net.Conn) net.Conn
 }
 
 func (c *Config) check() error {

@@ -122,12 +122,17 @@ func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, 
 		if r == cfg.Rank {
 			continue
 		}
+		for i, c := range cs {
+			setSockOpts(c, cfg.SocketBuffer)
+			if cfg.WrapConn != nil {
+				cs[i] = cfg.WrapConn(r, c)
+			}
+		}
 		p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 		if sc, ok := cs[0].(syscall.Conn); ok {
 			p.raw, _ = sc.SyscallConn()
 		}
 		for i, c := range cs {
-			setSockOpts(c, cfg.SocketBuffer)
 			p.br = append(p.br, bufio.NewReaderSize(c, 64<<10))
 			if i > 0 {
 				p.rjobs = append(p.rjobs, make(chan stripeJob))
