@@ -60,6 +60,9 @@ func (k *call) exec(ctx context.Context) error {
 		var ge *Error
 		if !errors.As(err, &ge) {
 			err = &Error{Op: k.op, Rank: c.rank, Peer: -1, Err: classify(err)}
+		} else if errors.Is(err, ErrTimeout) {
+			// Find who the ranks stuck in this call are all waiting on.
+			err = c.blameStall(ge)
 		}
 		if !errors.Is(err, ErrInvalid) {
 			c.abort(err)

@@ -53,9 +53,13 @@ type Comm struct {
 type shared struct {
 	ep       transport.Endpoint
 	counts   *transport.CountingEndpoint // ep, counting messages and bytes
-	lost     atomic.Int64                // world rank whose loss aborted us, or -1
+	lost     atomic.Int64                // world rank blamed for the abort, or -1
+	notices  notices                     // posted abort-notice receives (blame.go)
+	wg       sync.WaitGroup              // the notice listener
 	aborted  atomic.Pointer[error]
 	closeOne sync.Once
+	closed   chan struct{} // closed once an abort has closed the endpoint
+	doneOne  sync.Once
 	log      *commslog.Logger
 	store    interface{ Close() error } // the rendezvous store of Init, or nil
 }
@@ -140,6 +144,7 @@ func New(ep transport.Endpoint, opts ...Option) (*Comm, error) {
 	counting := transport.Counting(ep)
 	sh := &shared{ep: counting, counts: counting, log: commslog.New(cfg, ep.Rank(), ep.Size())}
 	sh.lost.Store(-1)
+	sh.closed = make(chan struct{})
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	if n, ok := ep.(transport.PeerLossNotifier); ok {
 		// A lost peer aborts the communicator at once, so that every call
@@ -150,10 +155,11 @@ func New(ep transport.Endpoint, opts ...Option) (*Comm, error) {
 		n.OnPeerLoss(func(pe *transport.PeerError) {
 			sh.lost.CompareAndSwap(-1, int64(pe.Peer))
 			if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
-				go c.closeEndpoint()
+				go c.notify(pe.Peer, pe.Err)
 			}
 		})
 	}
+	c.listen()
 	return c, nil
 }
 
@@ -192,8 +198,17 @@ func (c *Comm) Close() error {
 	if c.id != 0 {
 		return nil
 	}
+	if c.shared.aborted.Load() != nil {
+		// An abort is telling the peers why before it closes the
+		// endpoint: let it (notify bounds that).
+		select {
+		case <-c.shared.closed:
+		case <-time.After(time.Second):
+		}
+	}
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
+	c.shared.wg.Wait()
 	if st := c.shared.store; st != nil {
 		err = errors.Join(err, st.Close())
 	}
@@ -208,7 +223,7 @@ func (c *Comm) Abort(cause error) {
 
 func (c *Comm) abort(cause error) {
 	if c.markAborted(cause) {
-		c.closeEndpoint()
+		c.notify(c.culpritOf(cause), cause)
 	}
 }
 
@@ -221,7 +236,11 @@ func (c *Comm) markAborted(cause error) bool {
 	return c.shared.aborted.CompareAndSwap(nil, &e)
 }
 
-func (c *Comm) closeEndpoint() { c.shared.closeOne.Do(func() { c.shared.ep.Close() }) }
+// closeEndpoint ends every path that won markAborted.
+func (c *Comm) closeEndpoint() {
+	c.shared.closeOne.Do(func() { c.shared.ep.Close() })
+	c.shared.doneOne.Do(func() { close(c.shared.closed) })
+}
 
 // usable returns the error every call returns on a closed or aborted
 // communicator.
@@ -347,13 +366,9 @@ func (r *request) wrap(err error) error {
 	if errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrClosed) {
 		if errors.Is(err, transport.ErrPeerClosed) {
 			// A peer that closes under a collective has usually aborted
-			// because it lost a rank; this rank's link to that rank breaks
-			// at the same moment. Give the transport a moment (up to 1 s,
-			// on the failure path only) to report it, so the error names
-			// the rank that was lost, not the messenger.
-			for i := 0; i < 500 && c.shared.lost.Load() < 0; i++ {
-				time.Sleep(2 * time.Millisecond)
-			}
+			// because of someone else; its notice arrived ahead of its
+			// goodbye and names that rank (blame.go).
+			c.heard(c.ranks[r.peer])
 		}
 		if lost := c.lostPeer(); lost >= 0 {
 			return &Error{Op: r.p.op, Rank: c.rank, Peer: lost, Dir: r.dir, Err: c.abortCause(err)}

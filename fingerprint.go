@@ -120,7 +120,7 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 		copy(theirs[:], r.msg)
 		if len(r.msg) < fpLen || theirs != r.p.fp {
 			return &Error{Op: r.p.op, Rank: r.p.c.rank, Peer: r.peer, Dir: r.dir,
-				Err: fmt.Errorf("%w: this rank called %v, peer %d called %v", ErrMismatch, r.p.fp, r.peer, theirs)}
+				Err: &mismatchError{mine: r.p.fp, theirs: theirs, peer: r.peer}}
 		}
 	}
 	if err != nil {
@@ -137,3 +137,16 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 	r.msg = nil
 	return nil
 }
+
+// mismatchError is ErrMismatch with both calls; an abort notice carries
+// the two fingerprints to the other ranks (blame.go).
+type mismatchError struct {
+	mine, theirs fingerprint
+	peer         int // group rank that sent theirs
+}
+
+func (e *mismatchError) Error() string {
+	return fmt.Sprintf("%v: this rank called %v, peer %d called %v", ErrMismatch, e.mine, e.peer, e.theirs)
+}
+
+func (e *mismatchError) Unwrap() error { return ErrMismatch }

@@ -1,0 +1,311 @@
+package goccl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Blame: when a collective fails, every rank must end with an error that
+// names the same culprit, not the neighbour it happened to be waiting on.
+//
+// Abort notices. A rank that aborts because of a failure tells every peer,
+// before it closes its endpoint, which world rank it blames and what kind
+// of failure it saw (16 bytes on a reserved tag). Every world communicator
+// keeps a receive for that notice posted from each peer, so a rank that is
+// blocked waiting on someone else adopts the verdict at once. On a
+// connection the notice travels ahead of the goodbye, so a rank whose
+// receive fails because the messenger closed can read the messenger's
+// verdict at that very moment.
+//
+// Stalls. A rank that times out waiting on peer p does not know whether p
+// is the culprit or is itself waiting on someone. Before aborting it sends
+// every peer a wait notice "I wait on p" and listens for the others' for a
+// short grace period (a tenth of the timeout, at most a second). The ranks
+// stuck in the same collective time out within that window, and the chain
+// of waits they report ends at the rank that reported nothing, the one
+// that is stopped or busy elsewhere:
+//
+//	rank 2 stopped; ring allreduce on 4 ranks
+//	rank 3 waits on 2, rank 0 waits on 3, rank 1 waits on 0
+//	rank 1 follows 0 -> 3 -> 2; 2 sent no notice: the culprit is 2
+//
+// A chain that loops (ranks waiting on each other, as in a mismatch that
+// the fingerprint could not see) blames the direct peer. A rank that hears
+// a verdict while it is still listening takes it.
+
+// Tags of the notices: the group id all ones is never given to a group
+// (childID), and transport/tcp's goodbye tag is all ones.
+const (
+	tagReserved    = transport.Tag(1<<24-1) << tagGroupShift
+	tagWaitNotice  = tagReserved | 1
+	tagAbortNotice = tagReserved | 2
+	noticeLen      = 16 + 2*fpLen
+)
+
+// Failure classes carried by an abort notice.
+const (
+	classAborted byte = iota
+	classTimeout
+	classPeerClosed
+	classProtocol
+	classMismatch
+)
+
+func classOf(err error) byte {
+	switch {
+	case errors.Is(err, ErrTimeout):
+		return classTimeout
+	case errors.Is(err, ErrPeerClosed):
+		return classPeerClosed
+	case errors.Is(err, ErrProtocol):
+		return classProtocol
+	case errors.Is(err, ErrMismatch):
+		return classMismatch
+	}
+	return classAborted
+}
+
+func classError(class byte) error {
+	switch class {
+	case classTimeout:
+		return ErrTimeout
+	case classPeerClosed:
+		return ErrPeerClosed
+	case classProtocol:
+		return ErrProtocol
+	case classMismatch:
+		return ErrMismatch
+	}
+	return ErrAborted
+}
+
+// PeerReport is the cause of an abort that a peer reported: rank From
+// aborted blaming rank Culprit (world ranks) for a failure of the class
+// that Unwrap returns (ErrTimeout, ErrPeerClosed, ErrProtocol, ErrMismatch
+// or ErrAborted).
+type PeerReport struct {
+	From, Culprit int
+	class         byte
+	detail        string
+}
+
+func (e *PeerReport) Error() string {
+	s := fmt.Sprintf("rank %d aborted blaming rank %d: %v", e.From, e.Culprit, classError(e.class))
+	if e.From == e.Culprit {
+		s = fmt.Sprintf("rank %d aborted (%v)", e.From, classError(e.class))
+	}
+	if e.detail != "" {
+		s += ": " + e.detail
+	}
+	return s
+}
+
+func (e *PeerReport) Unwrap() error { return classError(e.class) }
+
+// notices is a world communicator's posted abort-notice receives.
+type notices struct {
+	reqs []transport.Request // by world rank; nil for this rank
+	bufs [][]byte
+}
+
+// listen posts a notice receive from every peer and starts the goroutine
+// that adopts the first verdict. It ends when the endpoint closes, which
+// completes every posted receive.
+func (c *Comm) listen() {
+	sh := c.shared
+	n := len(c.ranks)
+	sh.notices.reqs = make([]transport.Request, n)
+	sh.notices.bufs = make([][]byte, n)
+	var cases []reflect.SelectCase
+	var from []int
+	for q := range n {
+		if q == c.rank {
+			continue
+		}
+		sh.notices.bufs[q] = make([]byte, noticeLen)
+		sh.notices.reqs[q] = sh.ep.Irecv(q, tagAbortNotice, sh.notices.bufs[q])
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sh.notices.reqs[q].Done())})
+		from = append(from, q)
+	}
+	if len(cases) == 0 {
+		return
+	}
+	sh.wg.Go(func() {
+		for len(cases) > 0 {
+			i, _, _ := reflect.Select(cases)
+			c.heard(from[i])
+			cases = slices.Delete(cases, i, i+1)
+			from = slices.Delete(from, i, i+1)
+		}
+	})
+}
+
+// heard adopts world rank q's verdict if its notice has arrived, and
+// reports whether it had. It is safe to call more than once, on the world
+// communicator or any group of it.
+func (c *Comm) heard(q int) bool {
+	sh := c.shared
+	if q < 0 || q >= len(sh.notices.reqs) || sh.notices.reqs[q] == nil {
+		return false
+	}
+	r := sh.notices.reqs[q]
+	select {
+	case <-r.Done():
+	default:
+		return false
+	}
+	if r.Err() != nil {
+		return false
+	}
+	b := sh.notices.bufs[q]
+	rep := &PeerReport{From: q, Culprit: int(int64(binary.LittleEndian.Uint64(b))), class: b[8]}
+	if rep.class == classMismatch {
+		var theirs, mine fingerprint
+		copy(theirs[:], b[16:])
+		copy(mine[:], b[16+fpLen:])
+		rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", q, theirs, rep.Culprit, mine)
+	}
+	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) || rep.Culprit == sh.ep.Rank() {
+		rep.Culprit = q // a rank that blames us, or no one, is the rank to name
+	}
+	sh.lost.CompareAndSwap(-1, int64(rep.Culprit))
+	if c.markAborted(rep) {
+		go c.closeEndpoint()
+	}
+	return true
+}
+
+// notify tells every peer that this rank aborts blaming world rank culprit
+// (this rank itself when it is the one giving up) for err, waits briefly
+// for the notices to leave, and closes the endpoint.
+func (c *Comm) notify(culprit int, err error) {
+	sh := c.shared
+	var b [noticeLen]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(int64(culprit)))
+	b[8] = classOf(err)
+	var me *mismatchError
+	if errors.As(err, &me) {
+		copy(b[16:], me.mine[:])
+		copy(b[16+fpLen:], me.theirs[:])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var sent []transport.Request
+	for q := range sh.ep.Size() {
+		if q != sh.ep.Rank() {
+			sent = append(sent, sh.ep.Isend(q, tagAbortNotice, b[:]))
+		}
+	}
+	for _, r := range sent {
+		r.Wait(ctx)
+	}
+	c.closeEndpoint()
+}
+
+// culpritOf returns the world rank to blame for a failed call's error.
+func (c *Comm) culpritOf(err error) int {
+	if lost := c.shared.lost.Load(); lost >= 0 {
+		return int(lost)
+	}
+	var ge *Error
+	if errors.As(err, &ge) && ge.Peer >= 0 && ge.Peer < len(c.ranks) {
+		return c.ranks[ge.Peer]
+	}
+	return c.shared.ep.Rank()
+}
+
+// stallGrace is how long a timed-out rank listens for the wait notices of
+// the others before it names the culprit.
+func stallGrace(timeout time.Duration) time.Duration {
+	return min(max(timeout/10, 20*time.Millisecond), time.Second)
+}
+
+// blameStall follows the chain of waits from ge.Peer, the group rank this
+// rank timed out waiting on, and returns ge naming the end of the chain.
+func (c *Comm) blameStall(ge *Error) *Error {
+	sh := c.shared
+	if ge.Peer < 0 || ge.Peer >= len(c.ranks) {
+		return ge
+	}
+	me, n := sh.ep.Rank(), sh.ep.Size()
+	direct := c.ranks[ge.Peer]
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(direct))
+	bufs := make([][]byte, n)
+	reqs := make([]transport.Request, n)
+	for q := range n {
+		if q == me {
+			continue
+		}
+		sh.ep.Isend(q, tagWaitNotice, b[:])
+		bufs[q] = make([]byte, 8)
+		reqs[q] = sh.ep.Irecv(q, tagWaitNotice, bufs[q])
+	}
+	deadline := time.Now().Add(stallGrace(c.opts.timeout))
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		r.Wait(ctx)
+		cancel()
+	}
+	if lost := sh.lost.Load(); lost >= 0 {
+		// Someone reached a verdict first (or a link broke): take it.
+		return c.renamed(ge, int(lost), "")
+	}
+	waitsOn := map[int]int{me: direct}
+	for q, r := range reqs {
+		if r == nil {
+			continue
+		}
+		select {
+		case <-r.Done():
+			if r.Err() == nil {
+				if w := int(int64(binary.LittleEndian.Uint64(bufs[q]))); w >= 0 && w < n {
+					waitsOn[q] = w
+				}
+			}
+		default:
+		}
+	}
+	chain := []string{fmt.Sprint(me)}
+	cur, seen := direct, map[int]bool{me: true}
+	for {
+		if seen[cur] {
+			// The waits loop: no rank stands out, name the direct peer.
+			return ge
+		}
+		seen[cur] = true
+		chain = append(chain, fmt.Sprint(cur))
+		next, ok := waitsOn[cur]
+		if !ok {
+			break
+		}
+		cur = next
+	}
+	return c.renamed(ge, cur, "waits "+strings.Join(chain, " -> "))
+}
+
+// renamed returns a copy of ge naming world rank culprit, with how the
+// blame was found in the message.
+func (c *Comm) renamed(ge *Error, culprit int, how string) *Error {
+	g := slices.Index(c.ranks, culprit)
+	if g == ge.Peer {
+		return ge
+	}
+	e := *ge
+	e.Peer, e.Dir = g, ""
+	if how != "" {
+		e.Err = fmt.Errorf("%w (%s: rank %d stopped answering)", ge.Err, how, culprit)
+	}
+	return &e
+}
