@@ -61,7 +61,7 @@ type shared struct {
 	closed   chan struct{} // closed once an abort has closed the endpoint
 	doneOne  sync.Once
 	log      *commslog.Logger
-	store    interface{ Close() error } // the rendezvous store of Init, or nil
+	rdv      *rendezvous // how Init met the other ranks, or nil (elastic.go)
 }
 
 type options struct {
@@ -78,6 +78,9 @@ type options struct {
 	jobID     string
 	streams   int
 	tls       *tls.Config
+	rejoin    bool
+
+	shrinkWait time.Duration
 }
 
 // Option configures a communicator.
@@ -90,6 +93,10 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // implements, like NCCL_ALGO; the others keep the cost model's choice. The
 // environment variable GOCCL_ALGO does the same.
 func WithAlgorithm(a algo.Algorithm) Option { return func(o *options) { o.algo = a } }
+
+// WithShrinkWait sets how long Shrink waits for survivors when it cannot
+// tell what became of every rank (default DefaultShrinkWait).
+func WithShrinkWait(d time.Duration) Option { return func(o *options) { o.shrinkWait = d } }
 
 // WithCommsLog turns on the comms logger with cfg (GOCCL_COMMS_LOG=1 and its
 // companions do the same from the environment).
@@ -133,6 +140,10 @@ func New(ep transport.Endpoint, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newComm(ep, o)
+}
+
+func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	ranks := make([]int, ep.Size())
 	for i := range ranks {
 		ranks[i] = i
@@ -209,8 +220,8 @@ func (c *Comm) Close() error {
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
 	c.shared.wg.Wait()
-	if st := c.shared.store; st != nil {
-		err = errors.Join(err, st.Close())
+	if r := c.shared.rdv; r != nil {
+		err = errors.Join(err, r.st.release())
 	}
 	return err
 }

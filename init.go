@@ -68,6 +68,13 @@ func WithJobID(id string) Option { return func(o *options) { o.jobID = id } }
 // files) do the same through tcp.TLSFromFiles.
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
+// WithRejoin makes Init join as the replacement of a lost rank (the
+// environment variable GOCCL_REJOIN=1 does the same): the process takes
+// the lost rank's RANK and the job's WORLD_SIZE, never hosts the store,
+// and joins the next generation of the world, which the survivors form by
+// calling Readmit.
+func WithRejoin() Option { return func(o *options) { o.rejoin = true } }
+
 // WithStreams sets the number of TCP connections per pair of ranks
 // (GOCCL_STREAMS; default 1).
 func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
@@ -116,7 +123,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 
 	var ep transport.Endpoint
-	var st store.Store
+	var rdv *rendezvous
 	switch kind {
 	case "mem":
 		if env.Size != 1 {
@@ -134,17 +141,29 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if jobID == "" {
 			jobID = addr
 		}
-		client, err := store.Host(ctx, addr, env.Rank == 0, store.Options{Secret: secret})
+		rejoin := o.rejoin || o.getenv("GOCCL_REJOIN") == "1"
+		// A replacement rank never hosts the store: the job's store is
+		// already up (see Readmit).
+		client, err := store.Host(ctx, addr, env.Rank == 0 && !rejoin, store.Options{Secret: secret})
 		if err != nil {
 			return nil, fmt.Errorf("goccl: init rank %d: rendezvous store at %s: %w", env.Rank, addr, err)
 		}
-		st = client
-		ep, err = tcp.Connect(ctx, tcp.Config{
-			Rank: env.Rank, Size: env.Size, JobID: jobID,
-			KV:     store.WithPrefix(client, "goccl/"+jobID+"/"),
-			Secret: secret, Streams: streams, Interface: o.getenv("GOCCL_IFNAME"), TLS: tlsCfg,
-			WrapConn: testWrapConn,
-		})
+		rdv = &rendezvous{
+			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
+			secret: secret, streams: streams, ifname: o.getenv("GOCCL_IFNAME"), tls: tlsCfg,
+		}
+		rdv.st.refs.Store(1)
+		if rejoin {
+			// Join the next generation of the world, which the survivors
+			// form with Readmit.
+			g, err := client.Add(ctx, rdv.key("gen"), 0)
+			if err != nil {
+				client.Close()
+				return nil, fmt.Errorf("goccl: init rank %d (rejoin): %w", env.Rank, err)
+			}
+			rdv.gen = int(g) + 1
+		}
+		ep, err = rdv.connect(ctx, env.Rank, env.Size)
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
@@ -152,24 +171,43 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	default:
 		return nil, fmt.Errorf("goccl: init: unknown transport %q (GOCCL_TRANSPORT or WithTransport: tcp or mem)", kind)
 	}
-	c, err := New(ep, opts...)
+	c, err := newComm(ep, o)
 	if err != nil {
 		ep.Close()
-		if st != nil {
-			st.Close()
+		if rdv != nil {
+			rdv.st.st.Close()
 		}
 		return nil, err
 	}
-	c.shared.store = st
-	// Every rank is connected once the barrier passes, so no one needs the
-	// store's addresses any more when a rank (rank 0 included) moves on.
-	bctx, cancel := context.WithTimeout(ctx, time.Minute+o.timeout/100)
-	defer cancel()
-	if err := c.Barrier(bctx); err != nil {
-		c.Close()
+	c.shared.rdv = rdv
+	if err := c.settle(ctx); err != nil {
 		return nil, fmt.Errorf("goccl: init: %w", err)
 	}
 	return c, nil
+}
+
+// settle waits until every rank of a new communicator is connected (a
+// barrier), so that no one needs the store's addresses any more when a
+// rank, the store's host included, moves on. A rank that joined a new
+// generation of the world then records it in the store.
+func (c *Comm) settle(ctx context.Context) error {
+	bctx, cancel := context.WithTimeout(ctx, time.Minute+c.opts.timeout/100)
+	defer cancel()
+	if err := c.Barrier(bctx); err != nil {
+		c.Close()
+		return err
+	}
+	if r := c.shared.rdv; r != nil && r.gen > 0 && r.shrink == 0 {
+		prev := []byte(strconv.Itoa(r.gen - 1))
+		if r.gen == 1 {
+			prev = nil
+		}
+		if _, err := r.st.st.CompareSet(bctx, r.key("gen"), prev, []byte(strconv.Itoa(r.gen))); err != nil {
+			c.Close()
+			return fmt.Errorf("recording generation %d: %w", r.gen, err)
+		}
+	}
+	return nil
 }
 
 // testWrapConn, set by tests through export_test.go, wraps Init's TCP

@@ -1,0 +1,308 @@
+package goccl
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccl/goccl/store"
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/tcp"
+)
+
+// Recovering from a lost rank, two ways, both through Init's store:
+//
+// Shrink, as MPI ULFM's MPI_Comm_shrink: the surviving ranks form a new,
+// smaller communicator and go on without the lost ones. Ranks keep their
+// order; rank numbers close up.
+//
+// Readmit, as an elastic launcher restarting a worker: a replacement
+// process starts with the lost rank's RANK and GOCCL_REJOIN=1 (or
+// WithRejoin), and the survivors call Readmit; together they form the next
+// generation of the world, full size, every survivor keeping its rank. A
+// survivor's memory (ckpt's shards, say) then restores the newcomer.
+//
+// Each communicator belongs to a generation of the world (Init makes
+// generation 0, each Readmit the next) and, within it, a shrink epoch.
+// Ranks meet under store keys named after both, and the TCP handshake
+// carries them in the job id, so a stale rank of an older communicator
+// cannot connect to a newer one.
+//
+//	world g0 (6 ranks) --rank 2 and 4 die--> Shrink  -> g0.s1 (4 ranks: 0 1 3 5)
+//	                                         Readmit -> g1   (6 ranks, 2 and 4 replaced)
+//
+// The store must outlive the failure: rank 0 hosts it (as torchrun's
+// c10d rendezvous does), so rank 0 must survive, or the job uses a store
+// of its own (`goccl store`).
+
+// DefaultShrinkWait is how long Shrink waits for survivors to arrive when
+// it does not know what became of every rank.
+const DefaultShrinkWait = 2 * time.Second
+
+// rendezvous is how a communicator's ranks met: the store and what it
+// takes to connect a new generation or epoch.
+type rendezvous struct {
+	st      *storeRef
+	jobID   string
+	jobRank int // this process's rank in the job (the world of Init)
+	jobSize int
+	gen     int   // generation of the world
+	shrink  int   // shrink epoch within the generation: 0 = the full world
+	members []int // job rank of each rank of the communicator; nil: all
+
+	secret  []byte
+	streams int
+	ifname  string
+	tls     *tls.Config
+}
+
+// storeRef shares Init's store among the communicators of a lineage; the
+// last one closed closes it.
+type storeRef struct {
+	st   store.Store
+	refs atomic.Int32
+}
+
+func (s *storeRef) acquire() *storeRef { s.refs.Add(1); return s }
+
+func (s *storeRef) release() error {
+	if s.refs.Add(-1) == 0 {
+		return s.st.Close()
+	}
+	return nil
+}
+
+// key names a job-wide store key.
+func (r *rendezvous) key(name string) string { return "goccl/" + r.jobID + "/" + name }
+
+// epoch names the communicator's generation and shrink epoch.
+func (r *rendezvous) epoch() string {
+	if r.gen == 0 && r.shrink == 0 {
+		return "" // Init's keys, as before generations existed
+	}
+	return fmt.Sprintf("g%d.s%d/", r.gen, r.shrink)
+}
+
+// connect connects this process as rank of size ranks in r's epoch.
+func (r *rendezvous) connect(ctx context.Context, rank, size int) (transport.Endpoint, error) {
+	job := r.jobID
+	if e := r.epoch(); e != "" {
+		job += "/" + strings.TrimSuffix(e, "/")
+	}
+	return tcp.Connect(ctx, tcp.Config{
+		Rank: rank, Size: size, JobID: job,
+		KV:     store.WithPrefix(r.st.st, r.key(r.epoch())),
+		Secret: r.secret, Streams: r.streams, Interface: r.ifname, TLS: r.tls,
+		WrapConn: testWrapConn,
+	})
+}
+
+// next returns a copy of r for another epoch, holding the store.
+func (r *rendezvous) next(gen, shrink int, members []int) *rendezvous {
+	n := *r
+	n.gen, n.shrink, n.members = gen, shrink, members
+	n.st = r.st.acquire()
+	return &n
+}
+
+// jobRanks returns the job rank of every rank of the communicator.
+func (r *rendezvous) jobRanks() []int {
+	if r.members != nil {
+		return r.members
+	}
+	all := make([]int, r.jobSize)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// JobRank returns this process's rank in the job it was launched into
+// (Init's world), which Shrink does not change; Rank for a communicator
+// that Init did not make.
+func (c *Comm) JobRank() int {
+	if r := c.shared.rdv; r != nil && c.id == 0 {
+		return r.jobRank
+	}
+	return c.rank
+}
+
+// Shrink forms a new communicator of the ranks that survive a failure,
+// like MPI ULFM's MPI_Comm_shrink. Every surviving rank of c calls it,
+// usually after a collective failed and aborted c. Ranks keep their order
+// and are numbered anew from 0 (JobRank keeps the original number).
+//
+// Survivors register in Init's store. Shrink decides once every rank of c
+// has registered or is known lost (the rank a failure blamed), or after
+// the wait (WithShrinkWait, DefaultShrinkWait) when it cannot tell;
+// a rank that arrives later is left out and gets an error wrapping
+// ErrAborted. c stays aborted; close it when done. Only world
+// communicators made by Init (or by Shrink and Readmit) can shrink.
+func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
+	r, err := c.elastic("shrink")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	defer cancel()
+	old := r.jobRanks()
+	nr := r.next(r.gen, r.shrink+1, nil)
+	fail := func(err error) (*Comm, error) {
+		nr.st.release()
+		return nil, &Error{Op: "shrink", Rank: c.rank, Peer: -1, Err: err}
+	}
+	st := nr.st.st
+	at := func(name string) string { return nr.key(nr.epoch() + "shrink/" + name) }
+
+	// Register, and say which rank this one knows to be lost.
+	slot, err := st.Add(ctx, at("joined"), 1)
+	if err != nil {
+		return fail(err)
+	}
+	if err := st.Set(ctx, at("slot/"+strconv.FormatInt(slot, 10)), []byte(strconv.Itoa(r.jobRank))); err != nil {
+		return fail(err)
+	}
+	if lost := c.shared.lost.Load(); lost >= 0 && int(lost) < len(old) {
+		if first, err := st.Add(ctx, at("lost/"+strconv.Itoa(old[lost])), 1); err != nil {
+			return fail(err)
+		} else if first == 1 {
+			if _, err := st.Add(ctx, at("nlost"), 1); err != nil {
+				return fail(err)
+			}
+		}
+	}
+
+	// Wait until everyone is accounted for, or the wait is over.
+	wait := c.opts.shrinkWait
+	if wait <= 0 {
+		wait = DefaultShrinkWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		joined, err1 := st.Add(ctx, at("joined"), 0)
+		nlost, err2 := st.Add(ctx, at("nlost"), 0)
+		if err := errors.Join(err1, err2); err != nil {
+			return fail(err)
+		}
+		if int(joined+nlost) >= len(old) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail(classify(ctx.Err()))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	// The first rank to get here proposes who is in; everyone takes the
+	// first proposal.
+	joined, err := st.Add(ctx, at("joined"), 0)
+	if err != nil {
+		return fail(err)
+	}
+	var in []int
+	for i := int64(1); i <= joined; i++ {
+		v, err := st.Get(ctx, at("slot/"+strconv.FormatInt(i, 10)))
+		if err != nil {
+			return fail(err)
+		}
+		jr, err := strconv.Atoi(string(v))
+		if err != nil {
+			return fail(fmt.Errorf("%w: bad shrink slot %q", ErrProtocol, v))
+		}
+		in = append(in, jr)
+	}
+	slices.Sort(in)
+	var b strings.Builder
+	for i, jr := range in {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(jr))
+	}
+	got, err := st.CompareSet(ctx, at("members"), nil, []byte(b.String()))
+	if err != nil {
+		return fail(err)
+	}
+	in = in[:0]
+	for f := range strings.SplitSeq(string(got), ",") {
+		jr, err := strconv.Atoi(f)
+		if err != nil {
+			return fail(fmt.Errorf("%w: bad shrink member list %q", ErrProtocol, got))
+		}
+		in = append(in, jr)
+	}
+	me := slices.Index(in, r.jobRank)
+	if me < 0 {
+		return fail(fmt.Errorf("%w: job rank %d arrived after the survivors %v had shrunk the communicator", ErrAborted, r.jobRank, in))
+	}
+	nr.members = in
+
+	ep, err := nr.connect(ctx, me, len(in))
+	if err != nil {
+		return fail(err)
+	}
+	n, err := newComm(ep, c.opts)
+	if err != nil {
+		ep.Close()
+		return fail(err)
+	}
+	n.shared.rdv = nr
+	if err := n.settle(ctx); err != nil {
+		return nil, &Error{Op: "shrink", Rank: c.rank, Peer: -1, Err: err}
+	}
+	return n, nil
+}
+
+// Readmit forms the next generation of the world with replacement ranks:
+// every survivor calls it (on the communicator that failed, or on one that
+// Shrink made), and each lost rank is taken by a new process started with
+// that rank's RANK and GOCCL_REJOIN=1 (WithRejoin). The result has the
+// size of Init's world and every survivor keeps its JobRank as its rank,
+// so state kept by rank (ckpt.Store) fits it. It returns once every rank
+// has joined, or fails when the timeout ends first.
+func (c *Comm) Readmit(ctx context.Context) (*Comm, error) {
+	r, err := c.elastic("readmit")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	defer cancel()
+	nr := r.next(r.gen+1, 0, nil)
+	ep, err := nr.connect(ctx, r.jobRank, r.jobSize)
+	if err != nil {
+		nr.st.release()
+		return nil, &Error{Op: "readmit", Rank: c.rank, Peer: -1, Err: err}
+	}
+	n, err := newComm(ep, c.opts)
+	if err != nil {
+		ep.Close()
+		nr.st.release()
+		return nil, &Error{Op: "readmit", Rank: c.rank, Peer: -1, Err: err}
+	}
+	n.shared.rdv = nr
+	if err := n.settle(ctx); err != nil {
+		return nil, &Error{Op: "readmit", Rank: c.rank, Peer: -1, Err: err}
+	}
+	return n, nil
+}
+
+// elastic returns c's rendezvous, or why c cannot shrink or readmit.
+func (c *Comm) elastic(op string) (*rendezvous, error) {
+	r := c.shared.rdv
+	switch {
+	case c.id != 0:
+		return nil, invalid(op, c.rank, "only a world communicator can %s, not a group", op)
+	case r == nil:
+		return nil, invalid(op, c.rank, "needs the rendezvous store of Init (a communicator from New or NewLocal has none)")
+	case c.closed.Load():
+		return nil, invalid(op, c.rank, "communicator closed")
+	}
+	return r, nil
+}

@@ -1,0 +1,164 @@
+package goccl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/reduceop"
+)
+
+const elasticChildEnv = "GOCCL_TEST_ELASTIC_CHILD"
+
+// TestShrinkReadmit runs 5 ranks as processes over TCP. Ranks 1 and 3
+// kill themselves with SIGKILL in the middle of a loop of allreduces. The
+// three survivors Shrink to a communicator of 3 and check an allreduce
+// there; then two replacement processes start as ranks 1 and 3 with
+// GOCCL_REJOIN=1, the survivors Readmit, and all 5 check an allreduce in
+// the new world, every survivor with its old rank.
+func TestShrinkReadmit(t *testing.T) {
+	if os.Getenv(elasticChildEnv) != "" {
+		elasticChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	const n = 5
+	victims := map[int]bool{1: true, 3: true}
+	port := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := func(rank int, role string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestShrinkReadmit$", "-test.count=1")
+		cmd.Env = append(childEnv(), elasticChildEnv+"="+role, "RANK="+strconv.Itoa(rank),
+			"WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"GOCCL_TEST_VICTIMS=1,3")
+		if role == "replacement" {
+			cmd.Env = append(cmd.Env, "GOCCL_REJOIN=1")
+		}
+		return cmd
+	}
+	outs := make([]strings.Builder, 2*n)
+	var wg sync.WaitGroup
+	run := func(i int, cmd *exec.Cmd) chan struct{} {
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		wg.Go(func() {
+			cmd.Wait()
+			close(done)
+		})
+		return done
+	}
+	var dead []chan struct{}
+	for r := range n {
+		role := "survivor"
+		if victims[r] {
+			role = "victim"
+		}
+		done := run(r, start(r, role))
+		if victims[r] {
+			dead = append(dead, done)
+		}
+	}
+	// Start the replacements once the victims are dead, as a launcher
+	// restarting failed workers would.
+	for _, done := range dead {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatal("the victims did not die")
+		}
+	}
+	for r := range n {
+		if victims[r] {
+			run(n+r, start(r, "replacement"))
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("the job did not end within 90 s")
+	}
+	for r := range n {
+		out := outs[r].String()
+		if victims[r] {
+			out = outs[n+r].String()
+		}
+		if !strings.Contains(out, "ELASTIC OK") {
+			t.Errorf("rank %d:\n%s", r, out)
+		}
+	}
+}
+
+func elasticChild(t *testing.T) {
+	role := os.Getenv(elasticChildEnv)
+	ctx := context.Background()
+	c, err := goccl.Init(ctx, goccl.WithTimeout(20*time.Second), goccl.WithShrinkWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Size()
+	sum := func(c *goccl.Comm) (float64, error) {
+		v := []float64{float64(c.JobRank() + 1)}
+		err := c.AllReduce(ctx, v, reduceop.Sum)
+		return v[0], err
+	}
+	if role == "survivor" || role == "victim" {
+		// Loop until the victims die; each survivor sees a failure.
+		var err error
+		for i := 0; err == nil; i++ {
+			if role == "victim" && i == 30 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			_, err = sum(c)
+		}
+		if !errors.Is(err, goccl.ErrPeerClosed) {
+			t.Fatalf("rank %d: %v, want ErrPeerClosed", c.Rank(), err)
+		}
+		s, err := c.Shrink(ctx)
+		if err != nil {
+			t.Fatalf("rank %d: shrink: %v", c.Rank(), err)
+		}
+		// Ranks 0, 2, 4 survive: 1 + 3 + 5.
+		if s.Size() != 3 || s.JobRank() != c.Rank() {
+			t.Fatalf("shrunk: size %d, job rank %d, want 3 and %d", s.Size(), s.JobRank(), c.Rank())
+		}
+		if got, err := sum(s); err != nil || got != 9 {
+			t.Fatalf("rank %d: allreduce after shrink: %v %v, want 9", c.Rank(), got, err)
+		}
+		w, err := s.Readmit(ctx)
+		if err != nil {
+			t.Fatalf("rank %d: readmit: %v", c.Rank(), err)
+		}
+		s.Close()
+		c.Close()
+		c = w
+	}
+	if c.Size() != n || c.Rank() != c.JobRank() {
+		t.Fatalf("new world: size %d, rank %d, job rank %d", c.Size(), c.Rank(), c.JobRank())
+	}
+	want := float64(n * (n + 1) / 2)
+	for range 20 {
+		if got, err := sum(c); err != nil || got != want {
+			t.Fatalf("rank %d: allreduce after readmit: %v %v, want %v", c.Rank(), got, err, want)
+		}
+	}
+	// Close in step: rank 0 hosts the store.
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	fmt.Printf("ELASTIC OK rank %d role %s\n", c.Rank(), role)
+}
