@@ -36,7 +36,10 @@
 // ErrProtocol, ErrMismatch, ErrAborted or ErrInvalid. Bad arguments are
 // refused with ErrInvalid before anything is sent. Any other failure aborts
 // the communicator: its endpoint is closed, so no buffer is touched after
-// the call returns, and later calls fail at once with ErrAborted.
+// the call returns, and later calls fail at once with ErrAborted. The
+// aborting rank tells its peers whom it blames, so every rank names the
+// same lost or stalled rank (blame.go). Shrink and Readmit form a new
+// communicator after a failure (elastic.go).
 //
 // # Asynchronous calls
 //
