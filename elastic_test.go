@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -15,16 +16,19 @@ import (
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/store"
 )
 
 const elasticChildEnv = "GOCCL_TEST_ELASTIC_CHILD"
 
-// TestShrinkReadmit runs 5 ranks as processes over TCP. Ranks 1 and 3
-// kill themselves with SIGKILL in the middle of a loop of allreduces. The
-// three survivors Shrink to a communicator of 3 and check an allreduce
-// there; then two replacement processes start as ranks 1 and 3 with
+// TestShrinkReadmit runs 5 ranks as processes over TCP. Two ranks kill
+// themselves with SIGKILL in the middle of a loop of allreduces. The three
+// survivors Shrink to a communicator of 3 and check an allreduce there;
+// then two replacement processes start as the lost ranks with
 // GOCCL_REJOIN=1, the survivors Readmit, and all 5 check an allreduce in
-// the new world, every survivor with its old rank.
+// the new world, every survivor with its old rank. Rank 0 hosts the store,
+// so it survives; with a store of the job's own (GOCCL_EXTERNAL_STORE=1)
+// rank 0 may die too.
 func TestShrinkReadmit(t *testing.T) {
 	if os.Getenv(elasticChildEnv) != "" {
 		elasticChild(t)
@@ -33,16 +37,38 @@ func TestShrinkReadmit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
+	t.Run("rank0-hosts", func(t *testing.T) { shrinkReadmit(t, []int{1, 3}, false) })
+	t.Run("external-store", func(t *testing.T) { shrinkReadmit(t, []int{0, 3}, true) })
+}
+
+func shrinkReadmit(t *testing.T, lost []int, external bool) {
 	const n = 5
-	victims := map[int]bool{1: true, 3: true}
+	victims := map[int]bool{}
+	var names []string
+	for _, r := range lost {
+		victims[r] = true
+		names = append(names, strconv.Itoa(r))
+	}
 	port := freePort(t)
+	var extra []string
+	if external {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := store.NewServer(store.Options{})
+		go srv.Serve(context.Background(), ln)
+		defer srv.Close()
+		extra = append(extra, "GOCCL_EXTERNAL_STORE=1")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := func(rank int, role string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestShrinkReadmit$", "-test.count=1")
 		cmd.Env = append(childEnv(), elasticChildEnv+"="+role, "RANK="+strconv.Itoa(rank),
 			"WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-			"GOCCL_TEST_VICTIMS=1,3")
+			"GOCCL_TEST_VICTIMS="+strings.Join(names, ","))
+		cmd.Env = append(cmd.Env, extra...)
 		if role == "replacement" {
 			cmd.Env = append(cmd.Env, "GOCCL_REJOIN=1")
 		}
@@ -105,7 +131,7 @@ func TestShrinkReadmit(t *testing.T) {
 func elasticChild(t *testing.T) {
 	role := os.Getenv(elasticChildEnv)
 	ctx := context.Background()
-	c, err := goccl.Init(ctx, goccl.WithTimeout(20*time.Second), goccl.WithShrinkWait(5*time.Second))
+	c, err := goccl.Init(ctx, goccl.WithTimeout(20*time.Second), goccl.WithShrinkWait(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +157,19 @@ func elasticChild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("rank %d: shrink: %v", c.Rank(), err)
 		}
-		// Ranks 0, 2, 4 survive: 1 + 3 + 5.
-		if s.Size() != 3 || s.JobRank() != c.Rank() {
-			t.Fatalf("shrunk: size %d, job rank %d, want 3 and %d", s.Size(), s.JobRank(), c.Rank())
+		// The survivors' job ranks, plus one each.
+		want, alive := 0.0, 0
+		for r := range n {
+			if !strings.Contains(","+os.Getenv("GOCCL_TEST_VICTIMS")+",", ","+strconv.Itoa(r)+",") {
+				want += float64(r + 1)
+				alive++
+			}
 		}
-		if got, err := sum(s); err != nil || got != 9 {
-			t.Fatalf("rank %d: allreduce after shrink: %v %v, want 9", c.Rank(), got, err)
+		if s.Size() != alive || s.JobRank() != c.Rank() {
+			t.Fatalf("shrunk: size %d, job rank %d, want %d and %d", s.Size(), s.JobRank(), alive, c.Rank())
+		}
+		if got, err := sum(s); err != nil || got != want {
+			t.Fatalf("rank %d: allreduce after shrink: %v %v, want %v", c.Rank(), got, err, want)
 		}
 		w, err := s.Readmit(ctx)
 		if err != nil {

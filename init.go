@@ -143,8 +143,10 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		}
 		rejoin := o.rejoin || o.getenv("GOCCL_REJOIN") == "1"
 		// A replacement rank never hosts the store: the job's store is
-		// already up (see Readmit).
-		client, err := store.Host(ctx, addr, env.Rank == 0 && !rejoin, store.Options{Secret: secret})
+		// already up (see Readmit). Nor does anyone when the job runs its
+		// own (`goccl store`).
+		host := env.Rank == 0 && !rejoin && o.getenv("GOCCL_EXTERNAL_STORE") != "1"
+		client, err := store.Host(ctx, addr, host, store.Options{Secret: secret})
 		if err != nil {
 			return nil, fmt.Errorf("goccl: init rank %d: rendezvous store at %s: %w", env.Rank, addr, err)
 		}
