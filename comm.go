@@ -66,8 +66,9 @@ type shared struct {
 
 type options struct {
 	timeout time.Duration
-	algo    algo.Algorithm // forced, or ""
-	noCheck bool           // no fingerprints (WithMismatchCheck(false))
+	algo    algo.Algorithm   // WithAlgorithm's argument, until parsed into algos
+	algos   []algo.Algorithm // the families allowed (GOCCL_ALGO); nil: the cost model's choice
+	noCheck bool             // no fingerprints (WithMismatchCheck(false))
 	logCfg  *commslog.Config
 	getenv  func(string) string
 
@@ -90,8 +91,9 @@ type Option func(*options)
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithAlgorithm forces an algorithm family for every collective it
-// implements, like NCCL_ALGO; the others keep the cost model's choice. The
-// environment variable GOCCL_ALGO does the same.
+// implements, like NCCL_ALGO; the others keep the cost model's choice. A
+// comma-separated list ("ring,tree") lets the cost model choose among the
+// listed families. The environment variable GOCCL_ALGO does the same.
 func WithAlgorithm(a algo.Algorithm) Option { return func(o *options) { o.algo = a } }
 
 // WithShrinkWait sets how long Shrink waits for survivors when it cannot
@@ -120,16 +122,15 @@ func buildOptions(opts []Option) (options, error) {
 	if o.timeout <= 0 {
 		return o, fmt.Errorf("goccl: timeout must be positive, got %v", o.timeout)
 	}
-	if o.algo == "" {
-		o.algo = algo.Algorithm(o.getenv("GOCCL_ALGO"))
+	v := string(o.algo)
+	if v == "" {
+		v = o.getenv(algo.EnvAlgo)
 	}
-	if o.algo != "" {
-		a, err := algo.ParseAlgorithm(string(o.algo))
-		if err != nil {
-			return o, fmt.Errorf("goccl: GOCCL_ALGO or WithAlgorithm: %w", err)
-		}
-		o.algo = a
+	as, err := algo.ParseAlgorithms(v)
+	if err != nil {
+		return o, fmt.Errorf("goccl: GOCCL_ALGO or WithAlgorithm: %w", err)
 	}
+	o.algo, o.algos = "", as
 	return o, nil
 }
 
@@ -430,6 +431,9 @@ func (c *Comm) SetAlgorithm(a algo.Algorithm) error {
 			return invalid("set_algorithm", c.rank, "%v", err)
 		}
 	}
-	c.opts.algo = a
+	c.opts.algos = nil
+	if a != "" {
+		c.opts.algos = []algo.Algorithm{a}
+	}
 	return nil
 }

@@ -41,13 +41,10 @@ var (
 // choose returns the forced algorithm if it implements coll, else the cost
 // model's pick.
 func (c *Comm) choose(coll algo.Collective, bytes int, force algo.Algorithm) algo.Algorithm {
-	if force == "" {
-		force = c.opts.algo
-	}
 	if force != "" && algo.Implements(force, coll) {
 		return force
 	}
-	return algo.Select(coll, bytes, c.Size())
+	return algo.SelectFrom(coll, bytes, c.Size(), c.opts.algos)
 }
 
 func pick[F any](c *Comm, coll algo.Collective, bytes int, force algo.Algorithm, table map[algo.Algorithm]F) (algo.Algorithm, F) {

@@ -172,23 +172,30 @@ func SelectParams(c Collective, bytes, n int, p CostParams) Algorithm {
 // EnvAlgo is the environment variable that forces an algorithm.
 const EnvAlgo = "GOCCL_ALGO"
 
-// SelectEnv is Select with an override from the environment, read through
-// getenv (os.Getenv in production): GOCCL_ALGO names one algorithm family
-// or a comma-separated list of them ("ring", "tree,halving"). The cheapest
-// listed family that implements c wins; if none does, Select chooses, as
-// NCCL_ALGO does for a collective its setting does not cover. An unset or
-// empty variable means Select; an unknown name is an error.
-func SelectEnv(c Collective, bytes, n int, getenv func(string) string) (Algorithm, error) {
-	v := strings.TrimSpace(getenv(EnvAlgo))
-	if v == "" {
-		return Select(c, bytes, n), nil
-	}
-	best, bestCost := Algorithm(""), math.Inf(1)
-	for _, name := range strings.Split(v, ",") {
+// ParseAlgorithms parses a comma-separated list of algorithm families
+// ("ring", "tree,halving"), as GOCCL_ALGO takes it. Empty means none.
+func ParseAlgorithms(s string) ([]Algorithm, error) {
+	var as []Algorithm
+	for name := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(name) == "" {
+			continue
+		}
 		a, err := ParseAlgorithm(name)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", EnvAlgo, err)
+			return nil, err
 		}
+		as = append(as, a)
+	}
+	return as, nil
+}
+
+// SelectFrom is Select restricted to the families in allowed: the
+// cheapest of them that implements c wins; if none does (or allowed is
+// empty), Select chooses, as NCCL_ALGO does for a collective its setting
+// does not cover.
+func SelectFrom(c Collective, bytes, n int, allowed []Algorithm) Algorithm {
+	best, bestCost := Algorithm(""), math.Inf(1)
+	for _, a := range allowed {
 		if !Implements(a, c) {
 			continue
 		}
@@ -197,7 +204,19 @@ func SelectEnv(c Collective, bytes, n int, getenv func(string) string) (Algorith
 		}
 	}
 	if best == "" {
-		return Select(c, bytes, n), nil
+		return Select(c, bytes, n)
 	}
-	return best, nil
+	return best
+}
+
+// SelectEnv is SelectFrom with the list read from the environment through
+// getenv (os.Getenv in production): GOCCL_ALGO names one algorithm family
+// or a comma-separated list of them. An unset or empty variable means
+// Select; an unknown name is an error.
+func SelectEnv(c Collective, bytes, n int, getenv func(string) string) (Algorithm, error) {
+	allowed, err := ParseAlgorithms(getenv(EnvAlgo))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", EnvAlgo, err)
+	}
+	return SelectFrom(c, bytes, n, allowed), nil
 }
