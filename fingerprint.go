@@ -115,7 +115,7 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 		fr = r.first
 	}
 	err := fr.Wait(ctx)
-	if err == nil || errors.Is(err, transport.ErrProtocol) {
+	if err == nil || errors.Is(err, transport.ErrLength) {
 		var theirs fingerprint
 		copy(theirs[:], r.msg)
 		if len(r.msg) < fpLen || theirs != r.p.fp {

@@ -68,7 +68,7 @@ func NewMatcher(size int) *Matcher {
 // peer is got bytes long but the receive expected want.
 func LengthError(peer, want, got int) error {
 	return &PeerError{Op: "recv", Peer: peer,
-		Err: fmt.Errorf("%w: message of %d bytes, receive buffer of %d bytes", ErrProtocol, got, want)}
+		Err: fmt.Errorf("%w: %w: message of %d bytes, receive buffer of %d bytes", ErrProtocol, ErrLength, got, want)}
 }
 
 func (p *peerState) queue(tag Tag) *tagQueue {

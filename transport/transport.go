@@ -73,6 +73,10 @@ var (
 	// ErrProtocol: the peer sent something that breaks the protocol
 	// (bad frame, wrong message length).
 	ErrProtocol = errors.New("protocol error")
+	// ErrLength: a message's length differs from its receive buffer's
+	// (wrapped together with ErrProtocol). The link itself is fine, and
+	// the buffer holds the message's first bytes.
+	ErrLength = errors.New("wrong message length")
 )
 
 // PeerError reports a failure on the link to one peer.
