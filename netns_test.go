@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl"
 )
 
 // TestNetns runs the allreduce example as a multi-host job: each rank in
@@ -157,4 +159,57 @@ func (n *netns) runJob(t *testing.T, size int, extraEnv []string, argv ...string
 		}
 	}
 	return b.String(), first
+}
+
+// TestNetnsLinkDown: four ranks, each in its own network namespace, loop
+// over an allreduce; at its 50th call rank 2 sets its own end of the link
+// to the bridge (eth0 in its namespace) down, as if its cable were pulled.
+// Nothing tells the others: no FIN, no reset. Every survivor must return,
+// within the timeout + 2 s, an error that names the allreduce and rank 2
+// and wraps ErrTimeout, then fail fast with ErrAborted and leak nothing
+// (victimChild in faults_frames_test.go). Rank 2 itself must only return
+// in that time.
+//
+// It needs root and iproute2's ip, and skips without them.
+func TestNetnsLinkDown(t *testing.T) {
+	if os.Getenv(victimChildEnv) != "" {
+		victimChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("needs iproute2's ip (apt-get install iproute2): %v", err)
+	}
+	const timeout = 3 * time.Second
+	n := newNetns(t, victimRanks)
+	out, err := n.runJob(t, victimRanks, []string{victimChildEnv + "=1", "GOCCL_TEST_VICTIM_SCENARIO=linkdown",
+		"GOCCL_TEST_VICTIM_TIMEOUT=" + timeout.String(), "GOCCL_TRANSPORT=tcp"},
+		os.Args[0], "-test.run=^TestNetnsLinkDown$", "-test.count=1")
+	if err != nil {
+		t.Errorf("job: %v", err)
+	}
+	// Split the job's output, each line prefixed with its rank, by rank.
+	outs := make([]string, victimRanks)
+	for _, line := range strings.Split(out, "\n") {
+		for r := range outs {
+			if rest, ok := strings.CutPrefix(line, fmt.Sprintf("[%d] ", r)); ok {
+				outs[r] += rest + "\n"
+			}
+		}
+	}
+	for r, o := range outs {
+		t.Logf("rank %d: %s", r, summary(o))
+	}
+	checkSurvivors(t, outs, goccl.ErrTimeout, timeout)
+	switch f := parseFault(outs[victimRank]); {
+	case f == nil:
+		t.Errorf("rank %d (link down) reported no fault:\n%s", victimRank, outs[victimRank])
+	case atoi(f["ms"]) > (timeout + 2*time.Second).Milliseconds():
+		t.Errorf("rank %d (link down) took %s ms, more than the timeout %v + 2 s:\n%s", victimRank, f["ms"], timeout, outs[victimRank])
+	}
 }

@@ -109,7 +109,7 @@ func (h *hello) check(cfg *Config) error {
 		return fmt.Errorf("%w: %d streams, want %d", errRefused, h.streams, cfg.Streams)
 	case int(h.stream) >= cfg.Streams:
 		return fmt.Errorf("%w: stream %d out of range", errRefused, h.stream)
-	case int(h.rank) >= cfg.Size:
+	case h.rank >= uint32(cfg.Size): // as uint32: int(h.rank) can be negative where int has 32 bits
 		return fmt.Errorf("%w: rank %d out of range", errRefused, h.rank)
 	}
 	return nil
