@@ -95,6 +95,7 @@ type PeerReport struct {
 	From, Culprit int
 	class         byte
 	detail        string
+	fps           []byte // a mismatch's two fingerprints, passed on as they came
 }
 
 func (e *PeerReport) Error() string {
@@ -172,15 +173,36 @@ func (c *Comm) heard(q int) bool {
 		copy(theirs[:], b[16:])
 		copy(mine[:], b[16+fpLen:])
 		rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", q, theirs, rep.Culprit, mine)
+		rep.fps = b[16:]
 	}
 	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) || rep.Culprit == sh.ep.Rank() {
 		rep.Culprit = q // a rank that blames us, or no one, is the rank to name
 	}
 	sh.lost.CompareAndSwap(-1, int64(rep.Culprit))
 	if c.markAborted(rep) {
-		go c.closeEndpoint()
+		// Pass the verdict on: a rank waiting on this one must not take
+		// this rank's departure for the fault.
+		go c.notify(rep.Culprit, rep)
 	}
 	return true
+}
+
+// awaitNotice waits, up to d, until world rank q's notice has arrived or
+// q's link has failed (the transport fails a posted receive only after
+// everything q sent before has been delivered), and adopts q's verdict if
+// it sent one. It reports whether it had.
+func (c *Comm) awaitNotice(q int, d time.Duration) bool {
+	sh := c.shared
+	if q < 0 || q >= len(sh.notices.reqs) || sh.notices.reqs[q] == nil {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-sh.notices.reqs[q].Done():
+	case <-t.C:
+	}
+	return c.heard(q)
 }
 
 // notify tells every peer that this rank aborts blaming world rank culprit
@@ -192,9 +214,13 @@ func (c *Comm) notify(culprit int, err error) {
 	binary.LittleEndian.PutUint64(b[:], uint64(int64(culprit)))
 	b[8] = classOf(err)
 	var me *mismatchError
-	if errors.As(err, &me) {
+	var rep *PeerReport
+	switch {
+	case errors.As(err, &me):
 		copy(b[16:], me.mine[:])
 		copy(b[16+fpLen:], me.theirs[:])
+	case errors.As(err, &rep):
+		copy(b[16:], rep.fps)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

@@ -59,6 +59,9 @@ type shared struct {
 	aborted  atomic.Pointer[error]
 	closeOne sync.Once
 	closed   chan struct{} // closed once an abort has closed the endpoint
+	pending  atomic.Int32  // link losses being looked into
+	goneMu   sync.Mutex
+	gone     []int // world ranks whose link broke with no goodbye and no notice
 	doneOne  sync.Once
 	log      *commslog.Logger
 	rdv      *rendezvous // how Init met the other ranks, or nil (elastic.go)
@@ -165,10 +168,23 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 		// caller among them: so it runs on its own; the abort itself is
 		// recorded at once.
 		n.OnPeerLoss(func(pe *transport.PeerError) {
-			sh.lost.CompareAndSwap(-1, int64(pe.Peer))
-			if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
-				go c.notify(pe.Peer, pe.Err)
-			}
+			// The peer may have aborted and said why just before its
+			// link went (its notice is delivered before the link's end
+			// is); otherwise it is the lost rank.
+			sh.pending.Add(1)
+			go func() {
+				defer sh.pending.Add(-1)
+				if c.awaitNotice(pe.Peer, time.Second) {
+					return
+				}
+				sh.goneMu.Lock()
+				sh.gone = append(sh.gone, pe.Peer)
+				sh.goneMu.Unlock()
+				sh.lost.CompareAndSwap(-1, int64(pe.Peer))
+				if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
+					c.notify(pe.Peer, pe.Err)
+				}
+			}()
 		})
 	}
 	c.listen()
@@ -210,12 +226,12 @@ func (c *Comm) Close() error {
 	if c.id != 0 {
 		return nil
 	}
-	if c.shared.aborted.Load() != nil {
+	if c.shared.aborted.Load() != nil || c.shared.pending.Load() > 0 {
 		// An abort is telling the peers why before it closes the
-		// endpoint: let it (notify bounds that).
+		// endpoint: let it (notify and awaitNotice bound that).
 		select {
 		case <-c.shared.closed:
-		case <-time.After(time.Second):
+		case <-time.After(2 * time.Second):
 		}
 	}
 	var err error
@@ -378,9 +394,9 @@ func (r *request) wrap(err error) error {
 	if errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrClosed) {
 		if errors.Is(err, transport.ErrPeerClosed) {
 			// A peer that closes under a collective has usually aborted
-			// because of someone else; its notice arrived ahead of its
+			// because of someone else; its notice comes ahead of its
 			// goodbye and names that rank (blame.go).
-			c.heard(c.ranks[r.peer])
+			c.awaitNotice(c.ranks[r.peer], time.Second)
 		}
 		if lost := c.lostPeer(); lost >= 0 {
 			return &Error{Op: r.p.op, Rank: c.rank, Peer: lost, Dir: r.dir, Err: c.abortCause(err)}

@@ -160,7 +160,7 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	st := nr.st.st
 	at := func(name string) string { return nr.key(nr.epoch() + "shrink/" + name) }
 
-	// Register, and say which rank this one knows to be lost.
+	// Register, and say which ranks this one knows to be lost.
 	slot, err := st.Add(ctx, at("joined"), 1)
 	if err != nil {
 		return fail(err)
@@ -168,8 +168,14 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	if err := st.Set(ctx, at("slot/"+strconv.FormatInt(slot, 10)), []byte(strconv.Itoa(r.jobRank))); err != nil {
 		return fail(err)
 	}
-	if lost := c.shared.lost.Load(); lost >= 0 && int(lost) < len(old) {
-		if first, err := st.Add(ctx, at("lost/"+strconv.Itoa(old[lost])), 1); err != nil {
+	c.shared.goneMu.Lock()
+	gone := append([]int{int(c.shared.lost.Load())}, c.shared.gone...)
+	c.shared.goneMu.Unlock()
+	for _, g := range gone {
+		if g < 0 || g >= len(old) || g == c.rank {
+			continue
+		}
+		if first, err := st.Add(ctx, at("lost/"+strconv.Itoa(old[g])), 1); err != nil {
 			return fail(err)
 		} else if first == 1 {
 			if _, err := st.Add(ctx, at("nlost"), 1); err != nil {

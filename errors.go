@@ -44,11 +44,10 @@ func (e *Error) Error() string {
 	if e.Peer < 0 {
 		return fmt.Sprintf("goccl: %s rank %d: %v", e.Op, e.Rank, e.Err)
 	}
-	dir := e.Dir
-	if dir == "" {
-		dir = "peer"
+	if e.Dir == "" {
+		return fmt.Sprintf("goccl: %s rank %d peer %d: %v", e.Op, e.Rank, e.Peer, e.Err)
 	}
-	return fmt.Sprintf("goccl: %s rank %d %s peer %d: %v", e.Op, e.Rank, dir, e.Peer, e.Err)
+	return fmt.Sprintf("goccl: %s rank %d %s peer %d: %v", e.Op, e.Rank, e.Dir, e.Peer, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
