@@ -128,6 +128,27 @@ func New(c Comm, cfg Config) (*Store, error) {
 	return &Store{c: c, cfg: cfg, n: n, rank: c.Rank(), enc: enc}, nil
 }
 
+// Rebind moves s to c, the communicator that replaced s's after a failure:
+// typically the one (*goccl.Comm).Readmit returns, where the survivors keep
+// their ranks and replacement ranks take the lost ones' places. The shards
+// and metadata s holds stay as they are. c must have the size of s's
+// communicator and give this rank the same rank, since shards are placed
+// by rank; otherwise Rebind returns an error wrapping ErrConfig and s is
+// unchanged (a communicator from Shrink, which has fewer ranks, does not
+// fit).
+//
+// Rebind is local: it sends nothing. After it, every rank of c calls
+// Restore, the survivors on their rebound Stores and the replacements on
+// new ones from New.
+func (s *Store) Rebind(c Comm) error {
+	if n, r := c.Size(), c.Rank(); n != s.n || r != s.rank {
+		return fmt.Errorf("ckpt: rebind rank %d: %w: the new communicator has %d ranks and this is rank %d in it; the store's has %d ranks and this is rank %d",
+			s.rank, ErrConfig, n, r, s.n, s.rank)
+	}
+	s.c = c
+	return nil
+}
+
 // Config returns the configuration in use, defaults filled in.
 func (s *Store) Config() Config { return s.cfg }
 

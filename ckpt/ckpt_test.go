@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -325,5 +326,83 @@ func TestRestoreTwice(t *testing.T) {
 	}
 	if len(bad) > 0 {
 		t.Fatal(bad)
+	}
+}
+
+// renumbered is a Comm that claims another rank.
+type renumbered struct {
+	*goccl.Comm
+	rank int
+}
+
+func (r renumbered) Rank() int { return r.rank }
+
+// TestRebind saves on one in-process world and restores on a second, as
+// after Readmit: survivors Rebind, ranks 1 and 4 start over with New.
+// Rebind refuses a communicator of another size or that renumbers the
+// rank, and leaves the Store as it was.
+func TestRebind(t *testing.T) {
+	const n = 6
+	cfg := ckpt.Config{DataShards: 3, ParityShards: 2}
+	old, err := goccl.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := goccl.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := goccl.NewLocal(n - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range slices.Concat(old, fresh, small) {
+			c.Close()
+		}
+	}()
+	ctx := testCtx(t)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			errs[r] = func() error {
+				s, err := ckpt.New(old[r], cfg)
+				if err != nil {
+					return err
+				}
+				if err := s.Save(ctx, stateFor(r, 1)); err != nil {
+					return err
+				}
+				old[r].Close() // the failed communicator
+				if r == 1 || r == 4 {
+					if s, err = ckpt.New(fresh[r], cfg); err != nil {
+						return err
+					}
+				} else {
+					if err := s.Rebind(small[min(r, n-2)]); !errors.Is(err, ckpt.ErrConfig) {
+						return fmt.Errorf("rank %d: Rebind to %d ranks: %v, want ErrConfig", r, n-1, err)
+					}
+					if err := s.Rebind(renumbered{fresh[r], (r + 1) % n}); !errors.Is(err, ckpt.ErrConfig) {
+						return fmt.Errorf("rank %d: Rebind as rank %d: %v, want ErrConfig", r, (r+1)%n, err)
+					}
+					if err := s.Rebind(fresh[r]); err != nil {
+						return err
+					}
+				}
+				got, err := s.Restore(ctx)
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(got, stateFor(r, 1)) {
+					return fmt.Errorf("rank %d: restored state differs", r)
+				}
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,6 +13,17 @@
 // Restore: each surviving holder sends each owner its shard, and each
 // owner rebuilds its state from any k of them.
 //
+// With processes over TCP (goccl.Init), a lost rank aborts the
+// communicator. The survivors may go on without the lost ranks for a while
+// (Comm.Shrink); to restore, replacement processes start with the lost
+// ranks' RANK and GOCCL_REJOIN=1, the survivors call Comm.Readmit, which
+// returns a full-size communicator in which every survivor keeps its rank,
+// and move their Store to it with Rebind:
+//
+//	w, err := c.Readmit(ctx) // c: the failed (or shrunk) communicator
+//	err = s.Rebind(w)        // survivors; a replacement calls New(w, cfg)
+//	state, err := s.Restore(ctx)
+//
 // # Placement
 //
 // Shard j (0 <= j < k+m; data shards first) of rank r's state lives on rank
