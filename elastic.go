@@ -52,9 +52,10 @@ type rendezvous struct {
 	jobID   string
 	jobRank int // this process's rank in the job (the world of Init)
 	jobSize int
-	gen     int   // generation of the world
-	shrink  int   // shrink epoch within the generation: 0 = the full world
-	members []int // job rank of each rank of the communicator; nil: all
+	gen     int    // generation of the world
+	shrink  int    // shrink epoch within the generation: 0 = the full world
+	members []int  // job rank of each rank of the communicator; nil: all
+	token   []byte // this process's alive key value
 
 	secret  []byte
 	streams int
@@ -77,6 +78,10 @@ func (s *storeRef) release() error {
 	}
 	return nil
 }
+
+// aliveKey is where job rank r says it is alive: an ephemeral key (the
+// store deletes it when the process's connection ends).
+func (r *rendezvous) aliveKey(jobRank int) string { return r.key("alive/" + strconv.Itoa(jobRank)) }
 
 // key names a job-wide store key.
 func (r *rendezvous) key(name string) string { return "goccl/" + r.jobID + "/" + name }
@@ -139,8 +144,10 @@ func (c *Comm) JobRank() int {
 // and are numbered anew from 0 (JobRank keeps the original number).
 //
 // Survivors register in Init's store. Shrink decides once every rank of c
-// has registered or is known lost (the rank a failure blamed), or after
-// the wait (WithShrinkWait, DefaultShrinkWait) when it cannot tell;
+// has registered or is known lost: its process is dead (its alive key in
+// the store went with its connection) or a failure blamed it. When it
+// cannot tell, it decides after the wait (WithShrinkWait,
+// DefaultShrinkWait);
 // a rank that arrives later is left out and gets an error wrapping
 // ErrAborted. c stays aborted; close it when done. Only world
 // communicators made by Init (or by Shrink and Readmit) can shrink.
@@ -175,12 +182,8 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		if g < 0 || g >= len(old) || g == c.rank {
 			continue
 		}
-		if first, err := st.Add(ctx, at("lost/"+strconv.Itoa(old[g])), 1); err != nil {
+		if err := st.Set(ctx, at("lost/"+strconv.Itoa(old[g])), []byte{1}); err != nil {
 			return fail(err)
-		} else if first == 1 {
-			if _, err := st.Add(ctx, at("nlost"), 1); err != nil {
-				return fail(err)
-			}
 		}
 	}
 
@@ -190,13 +193,35 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		wait = DefaultShrinkWait
 	}
 	deadline := time.Now().Add(wait)
+	absent := []byte{0}  // CompareSet with it reads a key without waiting
+	in := map[int]bool{} // job ranks registered so far
 	for {
-		joined, err1 := st.Add(ctx, at("joined"), 0)
-		nlost, err2 := st.Add(ctx, at("nlost"), 0)
-		if err := errors.Join(err1, err2); err != nil {
+		joined, err := st.Add(ctx, at("joined"), 0)
+		if err != nil {
 			return fail(err)
 		}
-		if int(joined+nlost) >= len(old) || time.Now().After(deadline) {
+		for i := int64(len(in)) + 1; i <= joined; i++ {
+			jr, err := shrinkSlot(ctx, st, at("slot/"+strconv.FormatInt(i, 10)))
+			if err != nil {
+				return fail(err)
+			}
+			in[jr] = true
+		}
+		gone := 0
+		for _, jr := range old {
+			if in[jr] {
+				continue
+			}
+			a, err1 := st.CompareSet(ctx, nr.aliveKey(jr), absent, absent)
+			l, err2 := st.CompareSet(ctx, at("lost/"+strconv.Itoa(jr)), absent, absent)
+			if err := errors.Join(err1, err2); err != nil {
+				return fail(err)
+			}
+			if a == nil || l != nil {
+				gone++ // its process is dead, or a failure blamed it
+			}
+		}
+		if len(in)+gone >= len(old) || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -212,21 +237,17 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	if err != nil {
 		return fail(err)
 	}
-	var in []int
+	var members []int
 	for i := int64(1); i <= joined; i++ {
-		v, err := st.Get(ctx, at("slot/"+strconv.FormatInt(i, 10)))
+		jr, err := shrinkSlot(ctx, st, at("slot/"+strconv.FormatInt(i, 10)))
 		if err != nil {
 			return fail(err)
 		}
-		jr, err := strconv.Atoi(string(v))
-		if err != nil {
-			return fail(fmt.Errorf("%w: bad shrink slot %q", ErrProtocol, v))
-		}
-		in = append(in, jr)
+		members = append(members, jr)
 	}
-	slices.Sort(in)
+	slices.Sort(members)
 	var b strings.Builder
-	for i, jr := range in {
+	for i, jr := range members {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -236,21 +257,21 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	if err != nil {
 		return fail(err)
 	}
-	in = in[:0]
+	members = members[:0]
 	for f := range strings.SplitSeq(string(got), ",") {
 		jr, err := strconv.Atoi(f)
 		if err != nil {
 			return fail(fmt.Errorf("%w: bad shrink member list %q", ErrProtocol, got))
 		}
-		in = append(in, jr)
+		members = append(members, jr)
 	}
-	me := slices.Index(in, r.jobRank)
+	me := slices.Index(members, r.jobRank)
 	if me < 0 {
-		return fail(fmt.Errorf("%w: job rank %d arrived after the survivors %v had shrunk the communicator", ErrAborted, r.jobRank, in))
+		return fail(fmt.Errorf("%w: job rank %d arrived after the survivors %v had shrunk the communicator", ErrAborted, r.jobRank, members))
 	}
-	nr.members = in
+	nr.members = members
 
-	ep, err := nr.connect(ctx, me, len(in))
+	ep, err := nr.connect(ctx, me, len(members))
 	if err != nil {
 		return fail(err)
 	}
@@ -297,6 +318,19 @@ func (c *Comm) Readmit(ctx context.Context) (*Comm, error) {
 		return nil, &Error{Op: "readmit", Rank: c.rank, Peer: -1, Err: err}
 	}
 	return n, nil
+}
+
+// shrinkSlot reads the job rank registered under a Shrink slot key.
+func shrinkSlot(ctx context.Context, st store.Store, key string) (int, error) {
+	v, err := st.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	jr, err := strconv.Atoi(string(v))
+	if err != nil {
+		return 0, fmt.Errorf("%w: bad shrink slot %q", ErrProtocol, v)
+	}
+	return jr, nil
 }
 
 // elastic returns c's rendezvous, or why c cannot shrink or readmit.

@@ -2,6 +2,7 @@ package goccl
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -155,6 +156,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			secret: secret, streams: streams, ifname: o.getenv("GOCCL_IFNAME"), tls: tlsCfg,
 		}
 		rdv.st.refs.Store(1)
+		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())
 		if rejoin {
 			// Join the next generation of the world, which the survivors
 			// form with Readmit.
@@ -198,6 +200,18 @@ func (c *Comm) settle(ctx context.Context) error {
 	if err := c.Barrier(bctx); err != nil {
 		c.Close()
 		return err
+	}
+	if r := c.shared.rdv; r != nil && r.shrink == 0 {
+		// Say this process is alive for as long as its store connection
+		// lives (Shrink reads it).
+		if e, ok := r.st.st.(interface {
+			SetEphemeral(ctx context.Context, key string, value []byte) error
+		}); ok {
+			if err := e.SetEphemeral(bctx, r.aliveKey(r.jobRank), r.token); err != nil {
+				c.Close()
+				return fmt.Errorf("registering as alive: %w", err)
+			}
+		}
 	}
 	if r := c.shared.rdv; r != nil && r.gen > 0 && r.shrink == 0 {
 		prev := []byte(strconv.Itoa(r.gen - 1))

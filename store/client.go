@@ -281,6 +281,16 @@ func (c *Client) Set(ctx context.Context, key string, value []byte) error {
 	return err
 }
 
+// SetEphemeral is Set for a key that lives as long as this client's
+// connection, like a ZooKeeper ephemeral node: when the connection ends
+// (Close, or the process dies), the server deletes the key, unless
+// someone has set it to another value since. Ranks use it to say they are
+// alive (goccl's Shrink).
+func (c *Client) SetEphemeral(ctx context.Context, key string, value []byte) error {
+	_, err := c.call(ctx, "set_ephemeral", key, &msg{op: opEphemeral, args: [][]byte{[]byte(key), value}})
+	return err
+}
+
 // Get implements Store.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	r, err := c.call(ctx, "get", key, &msg{op: opGet, args: [][]byte{[]byte(key)}})

@@ -133,6 +133,7 @@ type srvConn struct {
 	bw     *bufio.Writer
 	mu     sync.Mutex
 	cancel map[uint64]context.CancelFunc // waiting Gets and Waits by id
+	owned  map[string][]byte             // ephemeral keys this connection set
 	wg     sync.WaitGroup
 }
 
@@ -141,6 +142,7 @@ func (s *Server) serveConn(c net.Conn) {
 	sc := &srvConn{s: s, c: c, ctx: ctx, bw: bufio.NewWriter(c), cancel: make(map[uint64]context.CancelFunc)}
 	// On return: close the socket (unblocking waiters' writes), cancel the
 	// waiting Gets and Waits, then wait for their goroutines.
+	defer sc.dropOwned()
 	defer sc.wg.Wait()
 	defer cancel()
 	defer c.Close()
@@ -256,6 +258,19 @@ func (sc *srvConn) handle(m msg) bool {
 			args = append(args, nil) // a second argument marks "present"
 		}
 		return sc.send(&msg{op: opOK, id: m.id, args: args}) == nil
+	case opEphemeral:
+		if bad(2) {
+			return false
+		}
+		key := string(m.args[0])
+		t.set(key, m.args[1])
+		sc.mu.Lock()
+		if sc.owned == nil {
+			sc.owned = map[string][]byte{}
+		}
+		sc.owned[key] = m.args[1]
+		sc.mu.Unlock()
+		return sc.send(&msg{op: opOK, id: m.id}) == nil
 	case opDelete:
 		if bad(1) {
 			return false
@@ -320,6 +335,16 @@ func (sc *srvConn) handle(m msg) bool {
 	default:
 		sc.sendErr(m.id, codeProtocol, fmt.Sprintf("unexpected op %v from a client", m.op))
 		return false
+	}
+}
+
+// dropOwned deletes the connection's ephemeral keys that still hold the
+// value it set: the client is gone.
+func (sc *srvConn) dropOwned() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for k, v := range sc.owned {
+		sc.s.t.delIf(k, v)
 	}
 }
 

@@ -79,6 +79,15 @@ func (t *table) del(key string) bool {
 	return ok
 }
 
+// delIf deletes key if it still holds value.
+func (t *table) delIf(key string, value []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.data[key]; ok && bytes.Equal(old, value) {
+		delete(t.data, key)
+	}
+}
+
 func (t *table) numKeys() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -28,15 +28,16 @@ import (
 type op uint8
 
 const (
-	opSet        op = 1 // key, value -> ok
-	opGet        op = 2 // key -> ok value (waits)
-	opAdd        op = 3 // key, delta -> ok new
-	opCompareSet op = 4 // key, expected, desired -> ok current [present]
-	opWait       op = 5 // keys... -> ok (waits)
-	opDelete     op = 6 // key -> ok deleted(1 byte)
-	opNumKeys    op = 7 // -> ok n
-	opCancel     op = 8 // (id = request to cancel) -> no response
-	opAuth       op = 9 // clientNonce, mac -> ok serverMac | err
+	opSet        op = 1  // key, value -> ok
+	opGet        op = 2  // key -> ok value (waits)
+	opAdd        op = 3  // key, delta -> ok new
+	opCompareSet op = 4  // key, expected, desired -> ok current [present]
+	opWait       op = 5  // keys... -> ok (waits)
+	opDelete     op = 6  // key -> ok deleted(1 byte)
+	opNumKeys    op = 7  // -> ok n
+	opCancel     op = 8  // (id = request to cancel) -> no response
+	opAuth       op = 9  // clientNonce, mac -> ok serverMac | err
+	opEphemeral  op = 10 // key, value -> ok; the key goes with the connection
 
 	opOK    op = 0x80 // response: success, results as arguments
 	opErr   op = 0x81 // response: failure; args: code(1 byte), message
@@ -63,6 +64,8 @@ func (o op) String() string {
 		return "cancel"
 	case opAuth:
 		return "auth"
+	case opEphemeral:
+		return "ephemeral"
 	case opOK:
 		return "ok"
 	case opErr:
@@ -74,7 +77,7 @@ func (o op) String() string {
 }
 
 func (o op) valid() bool {
-	return (o >= opSet && o <= opAuth) || o == opOK || o == opErr || o == opHello
+	return (o >= opSet && o <= opEphemeral) || o == opOK || o == opErr || o == opHello
 }
 
 // Limits of the protocol.
