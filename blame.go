@@ -175,13 +175,17 @@ func (c *Comm) heard(q int) bool {
 		rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", q, theirs, rep.Culprit, mine)
 		rep.fps = b[16:]
 	}
-	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) || rep.Culprit == sh.ep.Rank() {
-		rep.Culprit = q // a rank that blames us, or no one, is the rank to name
+	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) {
+		rep.Culprit = q // blames no one: name the rank that gave up
 	}
-	sh.lost.CompareAndSwap(-1, int64(rep.Culprit))
+	name := rep.Culprit
+	if name == sh.ep.Rank() {
+		name = q // blames this rank: from here, q is who gave up on us
+	}
+	sh.lost.CompareAndSwap(-1, int64(name))
 	if c.markAborted(rep) {
-		// Pass the verdict on: a rank waiting on this one must not take
-		// this rank's departure for the fault.
+		// Pass the verdict on as it came: a rank waiting on this one must
+		// not take this rank's departure for the fault.
 		go c.notify(rep.Culprit, rep)
 	}
 	return true
