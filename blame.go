@@ -255,7 +255,7 @@ func (c *Comm) culpritOf(err error) int {
 // stallGrace is how long a timed-out rank listens for the wait notices of
 // the others before it names the culprit.
 func stallGrace(timeout time.Duration) time.Duration {
-	return min(max(timeout/10, 20*time.Millisecond), time.Second)
+	return min(max(timeout/10, 100*time.Millisecond), time.Second)
 }
 
 // blameStall follows the chain of waits from ge.Peer, the group rank this

@@ -96,7 +96,7 @@ func TestStallTCP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
-	const timeout = 3 * time.Second
+	const timeout = 5 * time.Second
 	for _, scenario := range []string{"stop", "sleep"} {
 		t.Run(scenario, func(t *testing.T) {
 			outs := runVictimJob(t, "TestStallTCP", scenario, timeout)

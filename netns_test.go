@@ -185,7 +185,7 @@ func TestNetnsLinkDown(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skipf("needs iproute2's ip (apt-get install iproute2): %v", err)
 	}
-	const timeout = 3 * time.Second
+	const timeout = 5 * time.Second
 	n := newNetns(t, victimRanks)
 	out, err := n.runJob(t, victimRanks, []string{victimChildEnv + "=1", "GOCCL_TEST_VICTIM_SCENARIO=linkdown",
 		"GOCCL_TEST_VICTIM_TIMEOUT=" + timeout.String(), "GOCCL_TRANSPORT=tcp"},
