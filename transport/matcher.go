@@ -138,8 +138,9 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 // nil if there is none. The caller then owns it: it must fill r.Buf() (or
 // fail it with LengthError) and call r.Complete. A transport's reader uses
 // Claim to read a payload from the socket straight into the user's buffer.
-// Only one goroutine per peer may deliver messages, so that Claim and
-// DeliverOwned see messages in order.
+// Only one goroutine at a time may deliver a peer's messages, so that Claim
+// and DeliverOwned see them in order; transport/tcp passes a read token
+// between the goroutines that read a peer's socket.
 func (m *Matcher) Claim(from int, tag Tag) *PostedRecv {
 	p := &m.peers[from]
 	p.mu.Lock()

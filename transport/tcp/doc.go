@@ -13,16 +13,22 @@
 //
 // On the wire a message is a 16-byte little-endian header (tag, length)
 // followed by the payload, written with one vectored write; queued small
-// messages are batched into one write. Each connection has one reader
-// goroutine: when a receive is already posted it reads the payload from
-// the socket straight into the receiver's buffer, otherwise into the
-// unexpected-message queue of transport.Matcher. Each peer has one sender
+// messages are batched into one write. One goroutine at a time reads a
+// peer's socket, holding that peer's read token (reader.go): a goroutine
+// waiting on a receive from the peer reads the socket itself when no one
+// else does, polling it briefly before it sleeps (this halves small-message
+// latency: no hand-off between goroutines), and a background reader drains
+// the socket otherwise. Either reads a payload straight into the posted
+// receive's buffer, or into the unexpected-message queue of
+// transport.Matcher when none is posted. Each peer has one sender
 // goroutine; a send completes when its bytes are written to the socket.
 // With Config.Streams > 1, messages of DefaultStripeMin bytes or more are
 // split over several connections per pair.
 //
-// Failures: the death of a peer (EOF, reset) fails pending and later
-// receives from it with a *transport.PeerError wrapping
+// Failures: a failed write stops sends to the peer at once, but the
+// link's end is left to the reader, which first delivers what the peer
+// sent before (a last message saying why it left, say). The death of a
+// peer (EOF, reset) fails pending and later receives from it with a *transport.PeerError wrapping
 // transport.ErrPeerClosed; a malformed frame (a length over
 // Config.MaxMessage) is a PeerError wrapping transport.ErrProtocol and the
 // link is dropped. Connect's ctx interrupts dials and handshakes (a past

@@ -110,6 +110,8 @@ type peer struct {
 	wjobs []chan []byte
 	rdone chan error
 	wdone chan error
+
+	rd reader // who reads conns[0] (reader.go)
 }
 
 func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, error) {
@@ -129,11 +131,16 @@ func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, 
 			}
 		}
 		p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		p.rd.init()
 		if sc, ok := cs[0].(syscall.Conn); ok {
 			p.raw, _ = sc.SyscallConn()
 		}
 		for i, c := range cs {
-			p.br = append(p.br, bufio.NewReaderSize(c, 64<<10))
+			var src io.Reader = c
+			if i == 0 && p.raw != nil && cfg.WrapConn == nil {
+				src = &spinReader{c: c, p: p}
+			}
+			p.br = append(p.br, bufio.NewReaderSize(src, 64<<10))
 			if i > 0 {
 				p.rjobs = append(p.rjobs, make(chan stripeJob))
 				p.wjobs = append(p.wjobs, make(chan []byte))
@@ -161,7 +168,11 @@ func (e *endpoint) Rank() int { return e.rank }
 func (e *endpoint) Size() int { return e.size }
 
 func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
-	return e.m.Post(from, tag, b)
+	r := e.m.Post(from, tag, b)
+	if pr, ok := r.(*transport.PostedRecv); ok && from != e.rank {
+		return &recvReq{PostedRecv: pr, p: e.peers[from]}
+	}
+	return r
 }
 
 func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
@@ -200,7 +211,7 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	case p.wake <- struct{}{}:
 	default:
 	}
-	return r
+	return &sendReq{Req: r, e: e}
 }
 
 // Close aborts pending requests with ErrClosed, closes every connection and
@@ -268,20 +279,33 @@ func (p *peer) shutdown(err error) bool {
 	first := false
 	p.once.Do(func() {
 		first = true
-		p.mu.Lock()
-		p.err = err
-		q := p.queue
-		p.queue = nil
-		p.mu.Unlock()
-		for _, op := range q {
-			op.r.Complete(err)
-		}
+		p.failSends(err, true)
 		close(p.quit)
 		for _, c := range p.conns {
 			c.Close()
 		}
 	})
 	return first
+}
+
+// failSends makes later and queued sends fail with err, leaving the
+// connections open; if sends have already failed, it replaces their error
+// only when replace is set. It reports whether sends were still working.
+func (p *peer) failSends(err error, replace bool) bool {
+	p.mu.Lock()
+	working := p.err == nil
+	if !working && !replace {
+		p.mu.Unlock()
+		return false
+	}
+	p.err = err
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	for _, op := range q {
+		op.r.Complete(err)
+	}
+	return working
 }
 
 // fail handles the loss of the link: cause is what broke it (an I/O error,
@@ -293,6 +317,17 @@ func (p *peer) fail(op string, cause error) {
 	werr := cause
 	if !errors.Is(cause, transport.ErrProtocol) {
 		werr = fmt.Errorf("%w: %v", transport.ErrPeerClosed, cause)
+	}
+	if op == "send" && !errors.Is(cause, transport.ErrProtocol) {
+		// The write side broke: the peer closed or reset its end. What it
+		// sent before, a last message explaining why among it, may still
+		// sit in our receive buffer, so sends fail now and the reader
+		// drains the link and ends it (within a second: a read deadline).
+		if p.failSends(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr}, false) {
+			p.e.log.Debug("tcp: send to peer failed; reading what it sent before", "peer", p.rank, "err", cause)
+			p.endReadsBy(time.Now().Add(time.Second))
+		}
+		return
 	}
 	first := p.shutdown(&transport.PeerError{Op: "send", Peer: p.rank, Err: werr})
 	if first {
@@ -330,38 +365,6 @@ func (p *peer) striped(n int) bool { return len(p.conns) > 1 && n >= p.e.stripeM
 // part returns the bounds of part i of an n-byte message over k streams.
 func part(n, k, i int) (lo, hi int) {
 	return n * i / k, n * (i + 1) / k
-}
-
-func (p *peer) readLoop() {
-	br := p.br[0]
-	var hdr [headerLen]byte
-	for {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			p.fail("recv", err)
-			return
-		}
-		tag := transport.Tag(binary.LittleEndian.Uint64(hdr[0:]))
-		n64 := binary.LittleEndian.Uint64(hdr[8:])
-		if tag == goodbyeTag && n64 == 0 {
-			p.left.Store(true) // the EOF that follows is a departure, not a loss
-			continue
-		}
-		if n64 > uint64(p.e.maxMsg) {
-			p.fail("recv", fmt.Errorf("%w: frame of %d bytes exceeds the maximum %d", transport.ErrProtocol, n64, p.e.maxMsg))
-			return
-		}
-		n := int(n64)
-		var err error
-		if p.striped(n) {
-			err = p.readStriped(tag, n)
-		} else {
-			err = p.e.m.DeliverFrom(p.rank, tag, n, br, p.recvErr)
-		}
-		if err != nil {
-			p.fail("recv", err)
-			return
-		}
-	}
 }
 
 func (p *peer) readStriped(tag transport.Tag, n int) error {
@@ -585,7 +588,7 @@ func (p *peer) writeInline(tag transport.Tag, b []byte) transport.Request {
 			rest = append(rest, b[n-headerLen:])
 		}
 		p.rest = &restOp{bufs: rest, r: req}
-		r = req
+		r = &sendReq{Req: req, e: p.e}
 	}
 	p.writer = noWriter
 	wake := p.rest != nil || len(p.queue) > 0

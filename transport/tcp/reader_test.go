@@ -1,0 +1,335 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// setReadIdle sets readIdle for the endpoints a test makes after it.
+func setReadIdle(t *testing.T, d time.Duration) {
+	old := readIdle
+	readIdle = d
+	t.Cleanup(func() { readIdle = old })
+}
+
+func frameBytes(tag transport.Tag, payload []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(tag))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+// write writes b to c on a goroutine (a net.Pipe write waits for the
+// reader) and returns the write's outcome.
+func write(c net.Conn, b []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write(b)
+		done <- err
+	}()
+	return done
+}
+
+// freeToken makes a waiter take the read token from readLoop, so that the
+// token is free afterwards (readLoop takes it back only after readIdle).
+func freeToken(t *testing.T, ctx context.Context, e *endpoint, raw net.Conn) {
+	t.Helper()
+	r := e.Irecv(1, 99, make([]byte, 1))
+	w := write(raw, frameBytes(99, []byte{1}))
+	if err := r.Wait(ctx); err != nil {
+		t.Fatalf("first receive: %v", err)
+	}
+	if err := <-w; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiter whose ctx ends half-way through reading a frame itself leaves
+// the frame to readLoop: the receive completes later, with the whole
+// payload, although no one waits on it.
+func TestWaitEndsMidFrame(t *testing.T) {
+	setReadIdle(t, time.Hour) // only the hand-off can make readLoop read
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, raw := pipeEndpoint(t)
+	freeToken(t, ctx, e, raw)
+
+	buf := make([]byte, 8)
+	r := e.Irecv(1, 7, buf)
+	want := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	msg := frameBytes(7, want)
+	w := write(raw, msg[:headerLen+3])
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if err := r.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %v, want DeadlineExceeded", err)
+	}
+	if err := <-w; err != nil {
+		t.Fatal(err) // the waiter read the header and 3 bytes
+	}
+	if e.peers[1].rd.f.got != 3 {
+		t.Fatalf("the waiter left %d payload bytes read, want 3", e.peers[1].rd.f.got)
+	}
+	w = write(raw, msg[headerLen+3:])
+	select {
+	case <-r.Done():
+	case <-ctx.Done():
+		t.Fatal("the rest of the frame was not read")
+	}
+	if err := r.Err(); err != nil || !bytes.Equal(buf, want) {
+		t.Fatalf("receive: %v, % x; want % x", err, buf, want)
+	}
+	if err := <-w; err != nil {
+		t.Fatal(err)
+	}
+	// The link is in step: the next frame lands whole.
+	r = e.Irecv(1, 7, buf)
+	w = write(raw, frameBytes(7, []byte("abcdefgh")))
+	if err := r.Wait(ctx); err != nil || string(buf) != "abcdefgh" {
+		t.Fatalf("next receive: %v, %q", err, buf)
+	}
+	<-w
+}
+
+// A message for a receive that no one waits on is read once the free
+// token has lain unused for readIdle.
+func TestReadWithoutWaiter(t *testing.T) {
+	setReadIdle(t, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, raw := pipeEndpoint(t)
+	freeToken(t, ctx, e, raw)
+	buf := make([]byte, 3)
+	r := e.Irecv(1, 5, buf)
+	w := write(raw, frameBytes(5, []byte("xyz")))
+	select {
+	case <-r.Done():
+	case <-ctx.Done():
+		t.Fatal("a receive no one waits on did not complete")
+	}
+	if err := r.Err(); err != nil || string(buf) != "xyz" {
+		t.Fatalf("receive: %v, %q", err, buf)
+	}
+	<-w
+}
+
+// Ctx ending while a waiter holds the token and the socket is idle frees
+// the token; a later wait reads on.
+func TestWaitEndsBetweenFrames(t *testing.T) {
+	setReadIdle(t, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, raw := pipeEndpoint(t)
+	freeToken(t, ctx, e, raw)
+	buf := make([]byte, 2)
+	r := e.Irecv(1, 3, buf)
+	for range 3 {
+		short, cancelShort := context.WithTimeout(ctx, 10*time.Millisecond)
+		err := r.Wait(short)
+		cancelShort()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait: %v, want DeadlineExceeded", err)
+		}
+	}
+	w := write(raw, frameBytes(3, []byte("ok")))
+	if err := r.Wait(ctx); err != nil || string(buf) != "ok" {
+		t.Fatalf("receive: %v, %q", err, buf)
+	}
+	<-w
+}
+
+// tcpPair makes ranks 0 and 1 of a job joined by one loopback TCP
+// connection, without Connect's handshake.
+func tcpPair(t *testing.T, sockBuf int) [2]*endpoint {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-acc
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	var eps [2]*endpoint
+	for r, c := range []net.Conn{a, b} {
+		cfg := Config{Rank: r, Size: 2, Logger: discardLogger, SocketBuffer: sockBuf}
+		cfg.defaults()
+		conns := make([][]net.Conn, 2)
+		conns[1-r] = []net.Conn{c}
+		if eps[r], err = newEndpoint(&cfg, conns, discardLogger); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { eps[r].Close() })
+	}
+	return eps
+}
+
+// Two ranks that send each other more than the socket buffers hold and
+// wait on their sends first must not wait on each other: a blocked send
+// gets readLoop reading, although the token was free.
+func TestSendsBothWaysWaitSendFirst(t *testing.T) {
+	setReadIdle(t, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eps := tcpPair(t, 64<<10)
+	// A small exchange hands each token to a waiter, which leaves it free.
+	for i, e := range eps {
+		if err := e.Isend(1-i, 1, []byte{byte(i)}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, e := range eps {
+		if err := e.Irecv(1-i, 1, make([]byte, 1)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 8 << 20
+	errs := make(chan error, 2)
+	for i, e := range eps {
+		go func() {
+			want := bytes.Repeat([]byte{byte(i + 1)}, n)
+			got := make([]byte, n)
+			r := e.Irecv(1-i, 2, got)
+			if err := e.Isend(1-i, 2, want).Wait(ctx); err != nil {
+				errs <- err
+				return
+			}
+			if err := r.Wait(ctx); err != nil {
+				errs <- err
+				return
+			}
+			if got[0] != byte(2-i) || got[n-1] != byte(2-i) {
+				errs <- errors.New("payload differs")
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A waiter polling the socket sees the peer's end close.
+func TestWaiterSeesEOF(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eps := tcpPair(t, 0)
+	// Many rounds, so the waiter also polls (spinReader) when EOF comes.
+	buf := make([]byte, 4)
+	for i := range 100 {
+		r := eps[1].Irecv(0, 1, buf)
+		if err := eps[0].Isend(1, 1, []byte{1, 2, 3, byte(i)}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil || buf[3] != byte(i) {
+			t.Fatalf("round %d: %v, % x", i, err, buf)
+		}
+	}
+	r := eps[1].Irecv(0, 1, buf)
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		eps[0].Close()
+	}()
+	err := r.Wait(ctx)
+	var pe *transport.PeerError
+	if !errors.Is(err, transport.ErrPeerClosed) || !errors.As(err, &pe) || pe.Peer != 0 {
+		t.Fatalf("got %v, want PeerError{Peer: 0} wrapping ErrPeerClosed", err)
+	}
+}
+
+// spinner polls while polls pay, stops after polls that time out or lose
+// their core, and tries again after pauses that double until polling has
+// paid for a while.
+func TestSpinnerAdapts(t *testing.T) {
+	var s spinner
+	now := time.Unix(1000, 0)
+	polls := func(at time.Time) bool {
+		t.Helper()
+		switch d := s.start(at); d {
+		case 0:
+			return false
+		case spinMax:
+			return true
+		default:
+			t.Fatalf("poll of %v", d)
+			return false
+		}
+	}
+	for range spinStreak {
+		if !polls(now) {
+			t.Fatal("a fresh spinner does not poll")
+		}
+		s.done(now, true, false)
+	}
+	// With full credit, a poll that times out now and then is borne.
+	var n int
+	for n = 1; n < 10; n++ {
+		if !polls(now) {
+			break
+		}
+		s.done(now, false, false)
+	}
+	if n != 4 {
+		t.Fatalf("polling stopped after %d polls that timed out, want 3", n-1)
+	}
+	// A pause, then a try, whose failure doubles the pause.
+	pause := spinPauseMin
+	for range 8 {
+		if polls(now.Add(pause - time.Microsecond)) {
+			t.Fatalf("polled into a pause of %v", pause)
+		}
+		now = now.Add(pause)
+		if !polls(now) {
+			t.Fatalf("no poll after a pause of %v", pause)
+		}
+		s.done(now, false, false)
+		pause = min(2*pause, spinPauseMax)
+	}
+	if pause != spinPauseMax {
+		t.Fatalf("pause %v, want %v", pause, spinPauseMax)
+	}
+	// A try that pays, then a poll that does not: the pause stays long.
+	now = now.Add(spinPauseMax)
+	polls(now)
+	s.done(now, true, false)
+	if !polls(now) {
+		t.Fatal("no poll after one that paid")
+	}
+	s.done(now, false, false)
+	if polls(now.Add(spinPauseMax - time.Microsecond)) {
+		t.Fatalf("polled into a pause of %v", spinPauseMax)
+	}
+	now = now.Add(spinPauseMax)
+	// Full credit again, then a poll that lost its core: polling stops at
+	// once, for spinPauseMin.
+	for range spinStreak {
+		polls(now)
+		s.done(now, true, false)
+	}
+	polls(now)
+	s.done(now, false, true)
+	if polls(now) {
+		t.Fatal("polled right after losing the core")
+	}
+	if !polls(now.Add(spinPauseMin)) {
+		t.Fatalf("no poll %v after losing the core", spinPauseMin)
+	}
+}
