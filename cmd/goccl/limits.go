@@ -129,6 +129,11 @@ func loopback(ctx context.Context, n, runs int) (tput, bidi, rtt float64, err er
 		tc.SetNoDelay(true)
 		tc.SetReadBuffer(4 << 20)
 		tc.SetWriteBuffer(4 << 20)
+		// Nothing here may hang: a stuck measurement fails after a
+		// generous bound, and Ctrl-C (ctx) interrupts it.
+		tc.SetDeadline(time.Now().Add(10 * time.Minute))
+		stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
 	}
 	// Throughput: a writes n bytes, b reads them all, b acknowledges.
 	msg, sink := make([]byte, n), make([]byte, n)
