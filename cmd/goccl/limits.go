@@ -171,17 +171,20 @@ func loopback(ctx context.Context, n, runs int) (tput, bidi, rtt float64, err er
 	}
 	// Both directions at once, as a 2-rank ring runs: each side writes n
 	// bytes while it reads the other's n bytes.
+	// Every write and read runs in its own goroutine, so neither
+	// direction waits for the other to be read.
+	sinkA := make([]byte, n)
 	bidi, err = rate(runs, n, func() error {
-		errc := make(chan error, 2)
+		errc := make(chan error, 4)
 		for _, pair := range [][2]net.Conn{{a, b}, {b, a}} {
 			go func() {
 				_, err := pair[0].Write(msg)
 				errc <- err
 			}()
 		}
-		_, err1 := io.ReadFull(b, sink)
-		_, err2 := io.ReadFull(a, make([]byte, n))
-		return errors.Join(err1, err2, <-errc, <-errc)
+		go func() { _, err := io.ReadFull(b, sink); errc <- err }()
+		go func() { _, err := io.ReadFull(a, sinkA); errc <- err }()
+		return errors.Join(<-errc, <-errc, <-errc, <-errc)
 	})
 	if err != nil {
 		return 0, 0, 0, err
