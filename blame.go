@@ -18,7 +18,10 @@ import (
 //
 // Abort notices. A rank that aborts because of a failure tells every peer,
 // before it closes its endpoint, which world rank it blames and what kind
-// of failure it saw (16 bytes on a reserved tag). Every world communicator
+// of failure it saw, on a reserved tag: 16 bytes (culprit: int64, class:
+// byte, 3 unused, witness: int32), then for a mismatch the witness's and
+// the culprit's fingerprints. The witness is the rank that saw the
+// mismatch; a relayed notice keeps it. Every world communicator
 // keeps a receive for that notice posted from each peer, so a rank that is
 // blocked waiting on someone else adopts the verdict at once. On a
 // connection the notice travels ahead of the goodbye, so a rank whose
@@ -96,6 +99,7 @@ type PeerReport struct {
 	class         byte
 	detail        string
 	fps           []byte // a mismatch's two fingerprints, passed on as they came
+	witness       int    // the rank whose call is fps' first (From, unless relayed)
 }
 
 func (e *PeerReport) Error() string {
@@ -168,15 +172,19 @@ func (c *Comm) heard(q int) bool {
 	}
 	b := sh.notices.bufs[q]
 	rep := &PeerReport{From: q, Culprit: int(int64(binary.LittleEndian.Uint64(b))), class: b[8]}
+	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) {
+		rep.Culprit = q // blames no one: name the rank that gave up
+	}
 	if rep.class == classMismatch {
 		var theirs, mine fingerprint
 		copy(theirs[:], b[16:])
 		copy(mine[:], b[16+fpLen:])
-		rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", q, theirs, rep.Culprit, mine)
+		rep.witness = int(int32(binary.LittleEndian.Uint32(b[12:])))
+		if rep.witness < 0 || rep.witness >= len(sh.notices.reqs) {
+			rep.witness = q
+		}
+		rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", rep.witness, theirs, rep.Culprit, mine)
 		rep.fps = b[16:]
-	}
-	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) {
-		rep.Culprit = q // blames no one: name the rank that gave up
 	}
 	name := rep.Culprit
 	if name == sh.ep.Rank() {
@@ -221,9 +229,11 @@ func (c *Comm) notify(culprit int, err error) {
 	var rep *PeerReport
 	switch {
 	case errors.As(err, &me):
+		binary.LittleEndian.PutUint32(b[12:], uint32(sh.ep.Rank()))
 		copy(b[16:], me.mine[:])
 		copy(b[16+fpLen:], me.theirs[:])
 	case errors.As(err, &rep):
+		binary.LittleEndian.PutUint32(b[12:], uint32(rep.witness))
 		copy(b[16:], rep.fps)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

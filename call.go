@@ -26,6 +26,8 @@ type call struct {
 	count int64
 	redop reduceop.Op
 	root  int
+
+	p *peers // what the call runs on, once ordered (nil: no bytes move)
 }
 
 // checked turns a constructor's (call, error) result into one call whose
@@ -55,7 +57,12 @@ func (k *call) exec(ctx context.Context) error {
 	if profiling {
 		start = time.Now()
 	}
-	err := k.run(ctx)
+	var err error
+	if k.root >= 0 && k.p != nil && k.p.check && c.Size() > 1 {
+		err = k.p.rootChecked(ctx, k.run)
+	} else {
+		err = k.run(ctx)
+	}
 	if err != nil {
 		var ge *Error
 		if !errors.As(err, &ge) {

@@ -133,6 +133,7 @@ func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) er
 		p.check = true
 		p.fp = makeFingerprint(k, c.id, p.tag)
 	}
+	k.p = p
 	return p
 }
 

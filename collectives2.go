@@ -73,16 +73,23 @@ func (c *Comm) allToAll(send any, sendCounts []int, recv any, recvCounts []int) 
 	if err != nil {
 		return nil, err
 	}
-	return c.allToAllv(name, []view{sv}, sc, rv, rc), nil
+	count := -1 // splits differ by rank; a message of the wrong length is caught on receipt
+	if sendCounts == nil && recvCounts == nil {
+		count = rv.n
+	}
+	return c.allToAllv(name, []view{sv}, sc, rv, rc, count), nil
 }
 
-func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int) *call {
+// allToAllv runs an all-to-all of parts (packed in order) with send counts
+// sc and receive counts rc. count is what every rank must agree on (-1:
+// nothing beyond the dtype).
+func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int, count int) *call {
 	a, fn := c.pickAllToAll(rv.bytes())
 	bytes := 0
 	for _, p := range parts {
 		bytes += p.bytes()
 	}
-	k := c.newCall(name, rv.dt, bytes, a).agree(-1, 0, -1) // splits differ by rank
+	k := c.newCall(name, rv.dt, bytes, a).agree(count, 0, -1)
 	p := c.peers(k, rv.dt, nil)
 	k.run = func(ctx context.Context) error {
 		var sendHost []byte
@@ -135,7 +142,7 @@ func (c *Comm) AllToAllList(ctx context.Context, send, recv []any) error {
 	flat := scratch.Get(rtotal * rvs[0].dt.Size())
 	defer scratch.Put(flat)
 	fv := view{dt: rvs[0].dt, n: rtotal, b: flat}
-	if err := c.allToAllv(name, svs, sc, fv, rc).exec(ctx); err != nil {
+	if err := c.allToAllv(name, svs, sc, fv, rc, -1).exec(ctx); err != nil {
 		return err
 	}
 	return unpack(ctx, flat, rvs)

@@ -406,7 +406,20 @@ func (r *request) wrap(err error) error {
 			return &Error{Op: r.p.op, Rank: c.rank, Peer: r.peer, Dir: r.dir, Err: *p}
 		}
 	}
+	if lm := (*transport.LengthMismatch)(nil); errors.As(err, &lm) {
+		return r.lengthMismatch(lm.Got, lm.Want)
+	}
 	return &Error{Op: r.p.op, Rank: c.rank, Peer: r.peer, Dir: r.dir, Err: classify(err)}
+}
+
+// lengthMismatch is the error of a receive whose message had got bytes
+// where this rank expected want: the ranks disagree on sizes (all-to-all
+// splits, say), which the fingerprint cannot show when counts may differ
+// by rank.
+func (r *request) lengthMismatch(got, want int) error {
+	return &Error{Op: r.p.op, Rank: r.p.c.rank, Peer: r.peer, Dir: r.dir,
+		Err: fmt.Errorf("%w: %v, expecting %d bytes from peer %d, which sent %d bytes",
+			ErrMismatch, r.p.describe(), want, r.peer, got)}
 }
 
 // abortCause is the error the communicator was aborted with, or err as

@@ -123,6 +123,10 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 				Err: &mismatchError{mine: r.p.fp, theirs: theirs, peer: r.peer}}
 		}
 	}
+	if lm := (*transport.LengthMismatch)(nil); errors.As(err, &lm) && r.first == nil {
+		// The fingerprint matched; the payload behind it did not.
+		return r.lengthMismatch(lm.Got-fpLen, lm.Want-fpLen)
+	}
 	if err != nil {
 		return r.wrap(err)
 	}
@@ -150,3 +154,65 @@ func (e *mismatchError) Error() string {
 }
 
 func (e *mismatchError) Unwrap() error { return ErrMismatch }
+
+// describe names this rank's call for an error: its fingerprint when the
+// check is on, else the operation.
+func (p *peers) describe() string {
+	if !p.check {
+		return p.op
+	}
+	return "this rank called " + p.fp.String()
+}
+
+// rootChecked runs a rooted collective (broadcast, reduce, gather,
+// scatter) with a ring of fingerprints beside it.
+//
+// In a rooted collective some ranks receive nothing: the root of a
+// broadcast or a scatter, the leaves of a reduce or a gather. A rank that
+// disagrees about the root may then never see a fingerprint and return
+// as if all were well, or two ranks that each take the other for the root
+// both wait for bytes that never come. So every rank also sends its
+// fingerprint to the next rank and checks the previous rank's, as the
+// first message between the two; the algorithm's later messages between
+// them go without one. Ranks that do not all name the same root cannot
+// all agree with their left neighbour: at least one of them fails with
+// ErrMismatch, which ends the call on that rank at once (it cancels the
+// algorithm's context), and its abort notice reaches the others. Four
+// ranks, rank 3 taking itself for the root:
+//
+//	rank 0 -> 1 (root=0, agree)   rank 1 -> 2 (root=0, agree)
+//	rank 2 -> 3 (root=0: rank 3 fails, root=3 here)
+//	rank 3 -> 0 (root=3: rank 0 fails, root=0 here)
+//
+// Cost: one 32-byte message per rank and one goroutine, sent at the start
+// and waited for at the end, so it adds at most one message latency to
+// the ranks that would otherwise finish first (a broadcast's root).
+func (p *peers) rootChecked(ctx context.Context, run func(context.Context) error) error {
+	n, r := p.Size(), p.Rank()
+	out := p.Isend((r+1)%n, nil)
+	in := p.Irecv((r+n-1)%n, nil)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	checked := make(chan error, 1)
+	go func() {
+		err := in.Wait(ctx)
+		if errors.Is(err, ErrMismatch) {
+			cancel(err)
+		}
+		checked <- err
+	}()
+	err := run(ctx)
+	if err != nil {
+		cancel(err)
+	}
+	cerr := <-checked
+	switch {
+	case errors.Is(cerr, ErrMismatch):
+		return cerr // the cause, whatever the algorithm saw after it
+	case err != nil:
+		return err
+	case cerr != nil:
+		return cerr
+	}
+	return out.Wait(ctx)
+}

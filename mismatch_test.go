@@ -3,6 +3,7 @@ package goccl_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -22,24 +23,75 @@ func TestMismatchIsCaught(t *testing.T) {
 	broadcast := func(buf any, root int) call {
 		return func(ctx context.Context, c *goccl.Comm) error { return c.Broadcast(ctx, buf, root) }
 	}
-	cases := []struct {
+	reduce := func(buf any, root int) call {
+		return func(ctx context.Context, c *goccl.Comm) error { return c.Reduce(ctx, buf, reduceop.Sum, root) }
+	}
+	gather := func(root int) call {
+		return func(ctx context.Context, c *goccl.Comm) error {
+			return c.Gather(ctx, make([]int32, 3), make([]int32, 3*c.Size()), root)
+		}
+	}
+	scatter := func(root int) call {
+		return func(ctx context.Context, c *goccl.Comm) error {
+			return c.Scatter(ctx, make([]int32, 3*c.Size()), make([]int32, 3), root)
+		}
+	}
+	alltoall := func(count int) call {
+		return func(ctx context.Context, c *goccl.Comm) error {
+			return c.AllToAll(ctx, make([]float32, count), make([]float32, count))
+		}
+	}
+	alltoallSplit := func(send, recv []int) call {
+		return func(ctx context.Context, c *goccl.Comm) error {
+			return c.AllToAllSplit(ctx, make([]int64, sum(send)), send, make([]int64, sum(recv)), recv)
+		}
+	}
+	// roots gives rank i the call f(roots[i]), on side roots[i].
+	roots := func(f func(root int) call, roots ...int) (calls []call, sides []int) {
+		for _, r := range roots {
+			calls = append(calls, f(r))
+		}
+		return calls, roots
+	}
+	type tcase struct {
 		name  string
 		calls []call   // one per rank
+		sides []int    // which side of the disagreement each rank is on
 		words []string // in the ErrMismatch error
-	}{
-		{"count", []call{allreduce(make([]float32, 8), reduceop.Sum), allreduce(make([]float32, 16), reduceop.Sum)}, []string{"count=8", "count=16"}},
-		{"large count", []call{allreduce(make([]float32, 10000), reduceop.Sum), allreduce(make([]float32, 20000), reduceop.Sum)}, []string{"count=10000", "count=20000"}},
-		{"small vs large", []call{allreduce(make([]float32, 10), reduceop.Sum), allreduce(make([]float32, 5000), reduceop.Sum)}, []string{"count=10", "count=5000"}},
+	}
+	cases := []tcase{
+		{"count", []call{allreduce(make([]float32, 8), reduceop.Sum), allreduce(make([]float32, 16), reduceop.Sum)}, []int{0, 1}, []string{"count=8", "count=16"}},
+		{"large count", []call{allreduce(make([]float32, 10000), reduceop.Sum), allreduce(make([]float32, 20000), reduceop.Sum)}, []int{0, 1}, []string{"count=10000", "count=20000"}},
+		{"small vs large", []call{allreduce(make([]float32, 10), reduceop.Sum), allreduce(make([]float32, 5000), reduceop.Sum)}, []int{0, 1}, []string{"count=10", "count=5000"}},
 		// Same bytes, other dtype: without the check this would add
 		// int32 bit patterns as floats.
-		{"dtype", []call{allreduce(make([]float32, 8), reduceop.Sum), allreduce(make([]int32, 8), reduceop.Sum)}, []string{"float32", "int32"}},
-		{"op", []call{allreduce(make([]int64, 3), reduceop.Sum), allreduce(make([]int64, 3), reduceop.Max)}, []string{"op=sum", "op=max"}},
-		// Rank 2 expects the tree rooted at 1; its parent in that tree
-		// sends from the tree rooted at 0. (Roots that differ are caught
-		// when some rank receives from a rank with the other root; when
-		// every disagreeing rank only sends, nothing is received to check.)
-		{"root", []call{broadcast(make([]int8, 5), 0), broadcast(make([]int8, 5), 0), broadcast(make([]int8, 5), 1)}, []string{"root=0", "root=1"}},
-		{"collective", []call{allreduce(make([]float64, 4), reduceop.Sum), broadcast(make([]float64, 4), 0)}, []string{"all_reduce", "broadcast"}},
+		{"dtype", []call{allreduce(make([]float32, 8), reduceop.Sum), allreduce(make([]int32, 8), reduceop.Sum)}, []int{0, 1}, []string{"float32", "int32"}},
+		{"op", []call{allreduce(make([]int64, 3), reduceop.Sum), allreduce(make([]int64, 3), reduceop.Max)}, []int{0, 1}, []string{"op=sum", "op=max"}},
+		{"collective", []call{allreduce(make([]float64, 4), reduceop.Sum), broadcast(make([]float64, 4), 0)}, []int{0, 1}, []string{"all_reduce", "broadcast"}},
+		{"all-to-all count", []call{alltoall(4), alltoall(8)}, []int{0, 1}, []string{"count=4", "count=8"}},
+		{"all-to-all count, large", []call{alltoall(3000), alltoall(6000), alltoall(3000)}, []int{0, 1, 0}, []string{"count=3000", "count=6000"}},
+		// Splits: rank 0 sends 2 elements to rank 1, which expects 3. Only
+		// the receiver can tell (side -1: not bound to report).
+		{"all-to-all splits", []call{alltoallSplit([]int{1, 2}, []int{1, 1}), alltoallSplit([]int{1, 1}, []int{3, 1})}, []int{-1, 1}, []string{"all_to_all_single", "expecting 24 bytes from peer 0, which sent 16 bytes"}},
+	}
+	// Roots that differ, for every rooted collective: ranks that only send
+	// (a broadcast's root, a reduce's leaves) must be caught too, and
+	// ranks that each wait on the other as the root must not hang.
+	for _, rc := range []struct {
+		name string
+		f    func(root int) call
+	}{
+		{"broadcast", func(r int) call { return broadcast(make([]int8, 5), r) }},
+		{"broadcast large", func(r int) call { return broadcast(make([]float32, 100000), r) }},
+		{"reduce", func(r int) call { return reduce(make([]float64, 4), r) }},
+		{"gather", gather},
+		{"scatter", scatter},
+	} {
+		for _, rs := range [][]int{{0, 1}, {0, 0, 1}, {0, 1, 1}, {0, 0, 0, 3}, {2, 2, 0, 0, 2}} {
+			calls, sides := roots(rc.f, rs...)
+			cases = append(cases, tcase{fmt.Sprintf("root %s %v", rc.name, rs), calls, sides, []string{
+				fmt.Sprintf("root=%d", rs[0]), fmt.Sprintf("root=%d", rs[len(rs)-1])}})
+		}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,22 +115,37 @@ func TestMismatchIsCaught(t *testing.T) {
 				c.Close()
 			}
 			// A rank that receives from a disagreeing rank reports
-			// ErrMismatch naming that peer and both calls; it aborts, so
-			// the ranks waiting on it fail too rather than hang.
+			// ErrMismatch naming that peer, on the other side, and both
+			// calls; it aborts, and the others fail with its verdict
+			// (also ErrMismatch) or, having met no disagreement, return
+			// nil and find the communicator aborted later. No rank waits
+			// out the timeout.
 			found := -1
 			for r, err := range errs {
-				var ge *goccl.Error
-				if errors.Is(err, goccl.ErrMismatch) && errors.As(err, &ge) && ge.Peer != r {
-					found = r
-					for _, w := range tc.words {
-						if !strings.Contains(err.Error(), w) {
-							t.Errorf("rank %d: %q does not say %q", r, err, w)
-						}
+				if err == nil {
+					continue
+				}
+				if !errors.Is(err, goccl.ErrMismatch) {
+					t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+					continue
+				}
+				for _, w := range tc.words {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("rank %d: %q does not say %q", r, err, w)
 					}
+				}
+				var ge *goccl.Error
+				var relayed *goccl.PeerReport
+				if errors.As(err, &relayed) || !errors.As(err, &ge) {
+					continue // another rank's verdict, passed on
+				}
+				found = r
+				if ge.Peer < 0 || ge.Peer == r || tc.sides[ge.Peer] == tc.sides[r] && tc.sides[r] >= 0 {
+					t.Errorf("rank %d blames rank %d, not one on the other side: %v", r, ge.Peer, err)
 				}
 			}
 			if found < 0 {
-				t.Fatalf("no rank reported ErrMismatch: %v", errs)
+				t.Fatalf("no rank reported ErrMismatch itself: %v", errs)
 			}
 			// That communicator is aborted: later calls fail at once.
 			if err := comms[found].AllReduce(ctx, []float32{1}, reduceop.Sum); !errors.Is(err, goccl.ErrAborted) {
@@ -101,4 +168,11 @@ func TestMismatchCheckOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func sum(xs []int) (s int) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
 }

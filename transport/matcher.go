@@ -65,11 +65,23 @@ func NewMatcher(size int) *Matcher {
 }
 
 // LengthError returns the error a receive fails with when the message from
-// peer is got bytes long but the receive expected want.
+// peer is got bytes long but the receive expected want. Its cause is a
+// *LengthMismatch.
 func LengthError(peer, want, got int) error {
-	return &PeerError{Op: "recv", Peer: peer,
-		Err: fmt.Errorf("%w: %w: message of %d bytes, receive buffer of %d bytes", ErrProtocol, ErrLength, got, want)}
+	return &PeerError{Op: "recv", Peer: peer, Err: &LengthMismatch{Got: got, Want: want}}
 }
+
+// LengthMismatch is why a receive failed whose message had another length
+// than its buffer. errors.Is finds ErrProtocol and ErrLength in it.
+type LengthMismatch struct {
+	Got, Want int // bytes in the message, bytes in the receive buffer
+}
+
+func (e *LengthMismatch) Error() string {
+	return fmt.Sprintf("%v: %v: message of %d bytes, receive buffer of %d bytes", ErrProtocol, ErrLength, e.Got, e.Want)
+}
+
+func (e *LengthMismatch) Unwrap() []error { return []error{ErrProtocol, ErrLength} }
 
 func (p *peerState) queue(tag Tag) *tagQueue {
 	q := p.tags[tag]
