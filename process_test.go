@@ -37,6 +37,7 @@ const (
 	envBenchN   = "GOCCL_TEST_BENCH_N"      // bench: allreduces to time
 	envBenchAlg = "GOCCL_TEST_BENCH_ALGO"   // bench: algorithm
 	envBenchLen = "GOCCL_TEST_BENCH_BYTES"  // bench: message size in bytes
+	envBenchChk = "GOCCL_TEST_BENCH_CHECK"  // bench: "false" turns the mismatch check off
 )
 
 // Benchmark rank 0's handshake with the parent, one line each on its
@@ -226,9 +227,9 @@ func (j *job) finish(timeout time.Duration) error {
 // ---- the rank side ----
 
 // rankComm joins the job the parent described in the environment.
-func rankComm(t *testing.T, ctx context.Context) *goccl.Comm {
+func rankComm(t *testing.T, ctx context.Context, opts ...goccl.Option) *goccl.Comm {
 	t.Helper()
-	c, err := goccl.Init(ctx, goccl.WithTimeout(30*time.Second))
+	c, err := goccl.Init(ctx, append([]goccl.Option{goccl.WithTimeout(30 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("rank %s: init: %v", os.Getenv("RANK"), err)
 	}
@@ -741,7 +742,7 @@ func BenchmarkAllReduceTCP(b *testing.B) {
 		for _, sz := range sizes {
 			b.Run(string(a)+"/"+sz.name, func(b *testing.B) {
 				b.SetBytes(int64(sz.bytes))
-				runBenchJob(b, ranks, a, sz.bytes)
+				runBenchJob(b, ranks, a, sz.bytes, true)
 				// Bus bandwidth as nccl-tests defines it for allreduce.
 				if s := b.Elapsed().Seconds(); s > 0 {
 					busbw := float64(sz.bytes) * float64(b.N) / s * 2 * (ranks - 1) / ranks
@@ -752,9 +753,21 @@ func BenchmarkAllReduceTCP(b *testing.B) {
 	}
 }
 
+// BenchmarkMismatchCheckTCP measures the collective fingerprint's cost
+// where it matters, an 8-byte allreduce between two processes over TCP,
+// with and without it. Compare the two with benchstat over several runs
+// (-count 10): the machine's noise is larger than the difference.
+func BenchmarkMismatchCheckTCP(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("check=%v", on), func(b *testing.B) {
+			runBenchJob(b, 2, algo.Doubling, 8, on)
+		})
+	}
+}
+
 // runBenchJob runs b.N allreduces in child processes, with the timer
 // running only while rank 0 runs them.
-func runBenchJob(b *testing.B, ranks int, a algo.Algorithm, size int) {
+func runBenchJob(b *testing.B, ranks int, a algo.Algorithm, size int, check bool) {
 	b.StopTimer()
 	var stdin io.WriteCloser
 	pr, pw := io.Pipe()
@@ -763,6 +776,7 @@ func runBenchJob(b *testing.B, ranks int, a algo.Algorithm, size int) {
 		envBenchN + "=" + strconv.Itoa(b.N),
 		envBenchAlg + "=" + string(a),
 		envBenchLen + "=" + strconv.Itoa(size),
+		envBenchChk + "=" + strconv.FormatBool(check),
 	}, func(cmd *exec.Cmd) error {
 		var err error
 		if stdin, err = cmd.StdinPipe(); err != nil {
@@ -824,7 +838,7 @@ func benchRank(t *testing.T) {
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
 	}
-	c := rankComm(t, ctx)
+	c := rankComm(t, ctx, goccl.WithMismatchCheck(os.Getenv(envBenchChk) != "false"))
 	defer c.Close()
 	a := algo.Algorithm(os.Getenv(envBenchAlg))
 	must(t, c, "set_algorithm", c.SetAlgorithm(a))
