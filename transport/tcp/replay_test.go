@@ -138,6 +138,80 @@ func TestHandshakeRankRefused(t *testing.T) {
 	j.finish()
 }
 
+// TestHandshakeNoMACRefused: a client that sends its hello, reads the
+// server's hello and MAC, and then sends no MAC of its own is refused
+// without the acceptance byte and logged, and the job goes on:
+//
+//   - close: it closes its write side at once (the server reads EOF);
+//   - half: it sends half a MAC, then closes its write side;
+//   - stall: it sends nothing more and keeps the connection open; the
+//     server must drop it once HandshakeTimeout has passed (10 s: the
+//     timeout is a constant, so this case waits that long), while the
+//     real ranks are not yet there, then the real ranks connect;
+//   - stall-join: the same stranger, but the real ranks connect while it
+//     stalls: they must not wait for it, and the server drops it as soon as
+//     its Connect has every link.
+//
+// The stranger claims rank 0, a rank the server (rank 2) accepts from and
+// whose slot is still free, so only the missing MAC can refuse it.
+func TestHandshakeNoMACRefused(t *testing.T) {
+	const margin = 2 * time.Second
+	for _, tc := range []struct {
+		name  string
+		after func(c *net.TCPConn) // what the client does after the server's MAC
+		join  bool                 // the real ranks connect while the stranger waits
+		inLog string
+		max   time.Duration // the refusal must come within this, from the server's MAC
+	}{
+		{"close", func(c *net.TCPConn) { c.CloseWrite() }, false, "no client authentication: EOF", margin},
+		{"half", func(c *net.TCPConn) { c.Write(make([]byte, macLen/2)); c.CloseWrite() }, false,
+			"no client authentication: unexpected EOF", margin},
+		{"stall", func(*net.TCPConn) {}, false, "no client authentication", tcp.HandshakeTimeout + margin},
+		{"stall-join", func(*net.TCPConn) {}, true, "no client authentication", tcp.HandshakeTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newStrangerJob(t)
+			addr2 := j.addr(2)
+			d, err := net.Dial("tcp", addr2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := d.(*net.TCPConn)
+			defer c.Close()
+			remote := c.LocalAddr().String()
+			c.SetDeadline(time.Now().Add(tcp.HandshakeTimeout + 2*margin))
+			if _, err := c.Write(rawHello(0, 3, j.base.JobID)); err != nil {
+				t.Fatalf("hello: %v", err)
+			}
+			// The server answers with its hello and MAC, then waits for ours.
+			if _, err := io.ReadFull(c, make([]byte, helloLen(j.base.JobID)+macLen)); err != nil {
+				t.Fatalf("the server did not answer a valid hello: %v", err)
+			}
+			start := time.Now()
+			tc.after(c)
+			if tc.join {
+				j.finish() // rank 2's Connect cannot end while it counts on the stranger
+			}
+			got, err := io.ReadAll(c)
+			took := time.Since(start)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("the server kept the connection open for %v", took)
+			}
+			if len(got) > 0 {
+				t.Errorf("the server sent %d more bytes (% x) to a client that sent no MAC", len(got), got)
+			}
+			if took > tc.max {
+				t.Errorf("the server dropped the connection after %v, want at most %v", took, tc.max)
+			}
+			j.refusalLogged(remote, tc.inLog)
+			if !tc.join {
+				j.finish()
+			}
+		})
+	}
+}
+
 // strangerJob is a 3-rank job with a secret, its ranks started one by one
 // so that strangers can knock in between; every Connect ends with the
 // test.
