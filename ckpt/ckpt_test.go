@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -109,51 +108,58 @@ func TestSaveRestore(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("n%d_k%d_m%d_lost%v", c.n, c.cfg.DataShards, c.cfg.ParityShards, c.lost), func(t *testing.T) {
-			got := make([][]byte, c.n)
-			held := make([]int, c.n)
-			err := run(t, c.n, func(ctx context.Context, comm *goccl.Comm) error {
-				r := comm.Rank()
-				s, err := ckpt.New(comm, c.cfg)
-				if err != nil {
-					return err
-				}
-				for gen := 1; gen <= 2; gen++ {
-					if err := s.Save(ctx, stateFor(r, gen)); err != nil {
+		for _, a := range apis {
+			if !a.anyConfig && c.cfg != (ckpt.Config{}) {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/n%d_k%d_m%d_lost%v", a.name, c.n, c.cfg.DataShards, c.cfg.ParityShards, c.lost), func(t *testing.T) {
+				got := make([][]byte, c.n)
+				held := make([]int, c.n)
+				err := run(t, c.n, func(ctx context.Context, comm *goccl.Comm) error {
+					r := comm.Rank()
+					cp, err := a.open(comm, c.cfg)
+					if err != nil {
 						return err
 					}
-					if s.Generation() != uint64(gen) {
-						return fmt.Errorf("rank %d: generation %d after save %d", r, s.Generation(), gen)
+					defer cp.close()
+					for gen := 1; gen <= 2; gen++ {
+						if err := cp.Save(ctx, stateFor(r, gen)); err != nil {
+							return err
+						}
+						if g := cp.store().Generation(); g != uint64(gen) {
+							return fmt.Errorf("rank %d: generation %d after save %d", r, g, gen)
+						}
 					}
-				}
-				if containsInt(c.lost, r) {
-					if s, err = ckpt.New(comm, c.cfg); err != nil { // a replacement with empty memory
+					if containsInt(c.lost, r) {
+						if err := cp.lose(); err != nil {
+							return err
+						}
+					}
+					st, err := cp.Restore(ctx)
+					if err != nil {
 						return err
 					}
-				}
-				st, err := s.Restore(ctx)
+					got[r] = st
+					held[r] = cp.store().HeldBytes()
+					return nil
+				})
 				if err != nil {
-					return err
+					t.Fatal(err)
 				}
-				got[r] = st
-				held[r] = s.HeldBytes()
-				return nil
+				checkNoneKept(t)
+				for r, st := range got {
+					if want := stateFor(r, 2); !bytes.Equal(st, want) {
+						t.Errorf("rank %d: restored %d bytes, want %d bytes (equal prefix? %v)", r, len(st), len(want), bytes.HasPrefix(want, st))
+					}
+				}
+				// After Restore the replacements hold shards again.
+				for _, r := range c.lost {
+					if held[r] == 0 && anyHeld(c.n, r, c.cfg) {
+						t.Errorf("replacement rank %d holds no shards after Restore", r)
+					}
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r, st := range got {
-				if want := stateFor(r, 2); !bytes.Equal(st, want) {
-					t.Errorf("rank %d: restored %d bytes, want %d bytes (equal prefix? %v)", r, len(st), len(want), bytes.HasPrefix(want, st))
-				}
-			}
-			// After Restore the replacements hold shards again.
-			for _, r := range c.lost {
-				if held[r] == 0 && anyHeld(c.n, r, c.cfg) {
-					t.Errorf("replacement rank %d holds no shards after Restore", r)
-				}
-			}
-		})
+		}
 	}
 }
 
@@ -184,28 +190,37 @@ func containsInt(xs []int, x int) bool {
 	return false
 }
 
+// TestTooManyLost loses m+1 = 3 ranks of 6 (defaults: k=3, m=2).
 func TestTooManyLost(t *testing.T) {
 	const n = 6
-	errs := make([]error, n)
-	_ = run(t, n, func(ctx context.Context, comm *goccl.Comm) error {
-		r := comm.Rank()
-		s, err := ckpt.New(comm, ckpt.Config{DataShards: 3, ParityShards: 2})
-		if err != nil {
-			return err
-		}
-		if err := s.Save(ctx, stateFor(r, 1)); err != nil {
-			return err
-		}
-		if r == 1 || r == 2 || r == 3 {
-			s, _ = ckpt.New(comm, ckpt.Config{DataShards: 3, ParityShards: 2})
-		}
-		_, errs[r] = s.Restore(ctx)
-		return nil
-	})
-	for r, err := range errs {
-		if !errors.Is(err, ckpt.ErrTooManyLost) || !strings.Contains(err.Error(), "[1 2 3]") {
-			t.Errorf("rank %d: Restore = %v, want ErrTooManyLost naming [1 2 3]", r, err)
-		}
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			errs := make([]error, n)
+			_ = run(t, n, func(ctx context.Context, comm *goccl.Comm) error {
+				r := comm.Rank()
+				cp, err := a.open(comm, ckpt.Config{})
+				if err != nil {
+					return err
+				}
+				defer cp.close()
+				if err := cp.Save(ctx, stateFor(r, 1)); err != nil {
+					return err
+				}
+				if r == 1 || r == 2 || r == 3 {
+					if err := cp.lose(); err != nil {
+						return err
+					}
+				}
+				_, errs[r] = cp.Restore(ctx)
+				return nil
+			})
+			checkNoneKept(t)
+			for r, err := range errs {
+				if !errors.Is(err, ckpt.ErrTooManyLost) || !strings.Contains(err.Error(), "[1 2 3]") {
+					t.Errorf("rank %d: Restore = %v, want ErrTooManyLost naming [1 2 3]", r, err)
+				}
+			}
+		})
 	}
 }
 
@@ -338,59 +353,42 @@ type renumbered struct {
 func (r renumbered) Rank() int { return r.rank }
 
 // TestRebind saves on one in-process world and restores on a second, as
-// after Readmit: survivors Rebind, ranks 1 and 4 start over with New.
+// after Readmit: survivors Rebind, ranks 1 and 4 start over on the second.
 // Rebind refuses a communicator of another size or that renumbers the
-// rank, and leaves the Store as it was.
+// rank, and leaves the checkpoint where it was.
 func TestRebind(t *testing.T) {
 	const n = 6
-	cfg := ckpt.Config{DataShards: 3, ParityShards: 2}
-	old, err := goccl.NewLocal(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := goccl.NewLocal(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	small, err := goccl.NewLocal(n - 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range slices.Concat(old, fresh, small) {
-			c.Close()
-		}
-	}()
-	ctx := testCtx(t)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			errs[r] = func() error {
-				s, err := ckpt.New(old[r], cfg)
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			old, fresh, small := localComms(t, n), localComms(t, n), localComms(t, n-1)
+			ctx := testCtx(t)
+			err := eachRank(n, func(r int) error {
+				cp, err := a.open(old[r], ckpt.Config{}) // k=3, m=2
 				if err != nil {
 					return err
 				}
-				if err := s.Save(ctx, stateFor(r, 1)); err != nil {
+				defer func() { cp.close() }()
+				if err := cp.Save(ctx, stateFor(r, 1)); err != nil {
 					return err
 				}
 				old[r].Close() // the failed communicator
 				if r == 1 || r == 4 {
-					if s, err = ckpt.New(fresh[r], cfg); err != nil {
+					cp.close() // the process is gone
+					if cp, err = a.open(fresh[r], ckpt.Config{}); err != nil {
 						return err
 					}
 				} else {
-					if err := s.Rebind(small[min(r, n-2)]); !errors.Is(err, ckpt.ErrConfig) {
+					if err := cp.Rebind(small[min(r, n-2)]); !errors.Is(err, ckpt.ErrConfig) {
 						return fmt.Errorf("rank %d: Rebind to %d ranks: %v, want ErrConfig", r, n-1, err)
 					}
-					if err := s.Rebind(renumbered{fresh[r], (r + 1) % n}); !errors.Is(err, ckpt.ErrConfig) {
+					if err := cp.Rebind(renumbered{fresh[r], (r + 1) % n}); !errors.Is(err, ckpt.ErrConfig) {
 						return fmt.Errorf("rank %d: Rebind as rank %d: %v, want ErrConfig", r, (r+1)%n, err)
 					}
-					if err := s.Rebind(fresh[r]); err != nil {
+					if err := cp.Rebind(fresh[r]); err != nil {
 						return err
 					}
 				}
-				got, err := s.Restore(ctx)
+				got, err := cp.Restore(ctx)
 				if err != nil {
 					return err
 				}
@@ -398,11 +396,11 @@ func TestRebind(t *testing.T) {
 					return fmt.Errorf("rank %d: restored state differs", r)
 				}
 				return nil
-			}()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkNoneKept(t)
 		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -13,6 +13,12 @@
 // Restore: each surviving holder sends each owner its shard, and each
 // owner rebuilds its state from any k of them.
 //
+// A job that does not want to hold a Store calls the package-level
+// Save(ctx, c, state) and Restore(ctx, c), which keep one Store per
+// communicator value c, made on first use with the default Config; a rank
+// with none kept restores as a replacement. The Store stays in memory until
+// Forget(c) drops it, and Rebind(c, w) moves it to another communicator.
+//
 // With processes over TCP (goccl.Init), a lost rank aborts the
 // communicator. The survivors may go on without the lost ranks for a while
 // (Comm.Shrink); to restore, replacement processes start with the lost
@@ -23,6 +29,10 @@
 //	w, err := c.Readmit(ctx) // c: the failed (or shrunk) communicator
 //	err = s.Rebind(w)        // survivors; a replacement calls New(w, cfg)
 //	state, err := s.Restore(ctx)
+//
+// or, with the package-level functions, ckpt.Rebind(saved, w) on the
+// survivors, where saved is the communicator they called Save on (not one
+// from Shrink), and ckpt.Restore(ctx, w) on every rank.
 //
 // # Placement
 //
@@ -69,8 +79,8 @@
 // consistent step, then saves it again so that the replacements hold
 // shards once more.
 //
-// A Store is one rank's; its methods are collective and blocking, take a
-// context, and return errors that name the operation and rank and wrap
-// ErrConfig, ErrNoCheckpoint, ErrTooManyLost or ErrCorrupt, or the
-// communicator's error.
+// A Store is one rank's; its methods, like the package-level Save and
+// Restore, are collective and blocking, take a context, and return errors
+// that name the operation and rank and wrap ErrConfig, ErrNoCheckpoint,
+// ErrTooManyLost or ErrCorrupt, or the communicator's error.
 package ckpt

@@ -16,3 +16,18 @@ func CorruptShard(s *Store, owner int) bool {
 
 // HolderOf returns the rank that holds shard j of owner's state.
 func HolderOf(s *Store, owner, j int) int { return (owner + 1 + j) % s.n }
+
+// KeptStore returns the Store that the package-level functions keep for c,
+// or nil.
+func KeptStore(c Comm) *Store {
+	kept.Lock()
+	defer kept.Unlock()
+	return kept.m[c]
+}
+
+// KeptStores returns how many Stores the package-level functions keep.
+func KeptStores() int {
+	kept.Lock()
+	defer kept.Unlock()
+	return len(kept.m)
+}
