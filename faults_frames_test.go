@@ -32,18 +32,41 @@ import (
 //   - truncated: a whole header, then part of the payload it announces,
 //     then the connection closes;
 //   - garbage: a header announcing more than any message may hold, then
-//     noise, on a connection that stays open.
+//     noise, on a connection that stays open;
+//   - garbage-tag: a frame of the right length whose tag is noise (a tag
+//     no receive will ever ask for), on a connection that stays open;
+//   - garbage-fp: the right header, then noise of the length it announces
+//     in place of the payload, on a connection that stays open.
 //
 // The lie takes the place of the first frame of the victim's 50th call on
 // one link, which is the fingerprint message (see fingerprint.go); the
 // -payload variants lie in place of the first frame longer than a
 // fingerprint, so that a receive of data, not the fingerprint check, meets
-// the fault.
+// the fault. garbage-tag and garbage-fp lie in place of a frame of exactly
+// a fingerprint's 32 bytes, so that they replace the fingerprint.
 //
 // Every survivor must return, within the timeout + 2 s, an error that names
-// the allreduce and the lying rank and wraps ErrPeerClosed (closemid,
-// truncated) or ErrProtocol (garbage); the next call must fail within
-// 100 ms with ErrAborted; after Close no goroutine or socket may be left.
+// the allreduce and the lying rank and wraps:
+//
+//   - ErrPeerClosed (closemid, truncated): the receiver's link ends inside
+//     a frame, the others hear its abort notice;
+//   - ErrProtocol (garbage): the receiver refuses the oversized header;
+//   - ErrTimeout (garbage-tag): nothing on the wire is wrong as such. The
+//     frame is well formed, so the transport queues it as an unexpected
+//     message under its tag, where it stays; the fingerprint the receiver
+//     waits for never comes, since the victim then stops. The receiver can
+//     tell this from a peer that stalled only by guessing, so it times
+//     out, and the wait notices name the victim, as in TestStallTCP;
+//   - ErrMismatch (garbage-fp): the receiver reads 32 bytes that are not
+//     the fingerprint of its call (fpRecv.Wait), and the others hear its
+//     abort notice, which carries both fingerprints.
+//
+// The next call must fail within 100 ms with ErrAborted; after Close no
+// goroutine or socket may be left.
+//
+// Noise in place of a data payload of the right length (after the
+// fingerprint) is not detected: frames carry no checksum of their own,
+// which is left to TCP's, or to TLS's MAC when Init's TLS option is set.
 func TestFrameFaultsTCP(t *testing.T) {
 	if os.Getenv(victimChildEnv) != "" {
 		victimChild(t)
@@ -62,6 +85,8 @@ func TestFrameFaultsTCP(t *testing.T) {
 		{"garbage", goccl.ErrProtocol},
 		{"truncated-payload", goccl.ErrPeerClosed},
 		{"garbage-payload", goccl.ErrProtocol},
+		{"garbage-tag", goccl.ErrTimeout},
+		{"garbage-fp", goccl.ErrMismatch},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			outs := runVictimJob(t, "TestFrameFaultsTCP", tc.scenario, timeout)
@@ -120,6 +145,7 @@ var classKeys = map[error]string{
 	goccl.ErrTimeout:    "timeout",
 	goccl.ErrPeerClosed: "peerclosed",
 	goccl.ErrProtocol:   "protocol",
+	goccl.ErrMismatch:   "mismatch",
 }
 
 // checkSurvivors checks the FAULT line of every rank but the victim,
@@ -141,7 +167,7 @@ func checkSurvivors(t *testing.T, outs []string, want error, timeout time.Durati
 		}
 		if f[classKeys[want]] != "true" {
 			var is []string
-			for _, k := range []string{"timeout", "peerclosed", "protocol"} {
+			for _, k := range []string{"timeout", "peerclosed", "protocol", "mismatch"} {
 				if f[k] == "true" {
 					is = append(is, k)
 				}
@@ -303,9 +329,9 @@ func victimChild(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		fmt.Printf("FAULT op=%s peer=%d timeout=%v peerclosed=%v protocol=%v aborted=%v ms=%d goroutines=%d fds=%d\nerror: %v\nnext: %v\n",
+		fmt.Printf("FAULT op=%s peer=%d timeout=%v peerclosed=%v protocol=%v mismatch=%v aborted=%v ms=%d goroutines=%d fds=%d\nerror: %v\nnext: %v\n",
 			opName, peer, errors.Is(err, goccl.ErrTimeout), errors.Is(err, goccl.ErrPeerClosed), errors.Is(err, goccl.ErrProtocol),
-			fast, ms, g, openFDs()-fds0, err, err2)
+			errors.Is(err, goccl.ErrMismatch), fast, ms, g, openFDs()-fds0, err, err2)
 		return
 	}
 	c.Close()
@@ -323,7 +349,7 @@ func victimChild(t *testing.T) {
 type liarConn struct {
 	net.Conn
 	peer      int
-	mode      string // closemid, truncated or garbage, maybe with -payload
+	mode      string // closemid, truncated or garbage, maybe with -payload; garbage-tag or garbage-fp
 	arm, used *atomic.Bool
 
 	mu   sync.Mutex
@@ -352,7 +378,7 @@ func (l *liarConn) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	if l.nhdr == 0 && l.left == 0 && len(b) >= len(l.hdr) && l.arm.Load() {
 		n := binary.LittleEndian.Uint64(b[8:16])
-		if n >= l.minLen() && l.used.CompareAndSwap(false, true) {
+		if l.fits(n) && l.used.CompareAndSwap(false, true) {
 			l.lie(b[:16]) // never returns
 		}
 	}
@@ -360,16 +386,21 @@ func (l *liarConn) Write(b []byte) (int, error) {
 	return l.Conn.Write(b)
 }
 
-// minLen is the length of the shortest frame the lie may replace.
-func (l *liarConn) minLen() uint64 {
+// fits reports whether the lie may replace a frame of n bytes.
+func (l *liarConn) fits(n uint64) bool {
 	switch {
 	case strings.HasSuffix(l.mode, "-payload"):
-		return 33 // longer than a fingerprint message
+		return n > fpLen // longer than a fingerprint message
 	case l.mode == "truncated":
-		return 2 // a payload to cut
+		return n >= 2 // a payload to cut
+	case l.mode == "garbage-tag", l.mode == "garbage-fp":
+		return n == fpLen // the fingerprint message
 	}
-	return 0
+	return true
 }
+
+// fpLen is the length of a fingerprint message (fingerprint.go).
+const fpLen = 32
 
 // track advances over b in the stream of frames.
 func (l *liarConn) track(b []byte) {
@@ -419,6 +450,25 @@ func (l *liarConn) lie(hdr []byte) {
 		}
 		// Over any MaxMessage: the receiver must not try to read it.
 		binary.LittleEndian.PutUint64(g[8:], 1<<63|binary.LittleEndian.Uint64(g[8:]))
+		l.Conn.Write(g)
+	case "garbage-tag":
+		rng := rand.New(rand.NewPCG(8, uint64(l.peer)))
+		// A group id (the tag's top 24 bits, comm.go) that is neither the
+		// world's (0) nor the reserved one of the notices (all ones).
+		tag := rng.Uint64()&^(1<<63) | 1<<62
+		g := make([]byte, 16+n)
+		binary.LittleEndian.PutUint64(g, tag)
+		binary.LittleEndian.PutUint64(g[8:], n)
+		for i := 16; i < len(g); i++ {
+			g[i] = byte(rng.Uint32())
+		}
+		l.Conn.Write(g)
+	case "garbage-fp":
+		rng := rand.New(rand.NewPCG(9, uint64(l.peer)))
+		g := append([]byte(nil), hdr...)
+		for range n {
+			g = append(g, byte(rng.Uint32()))
+		}
 		l.Conn.Write(g)
 	}
 	fmt.Printf("LIE peer=%d mode=%s in place of tag=%#x len=%d\n", l.peer, l.mode, binary.LittleEndian.Uint64(hdr), n)
