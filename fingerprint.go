@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
@@ -36,9 +35,23 @@ type fingerprint [fpLen]byte
 
 var fpOps = commslog.OpNames()
 
+// fpOpIndex numbers the op names for the fingerprint (0: unknown).
+var fpOpIndex = func() map[string]uint8 {
+	m := make(map[string]uint8, len(fpOps))
+	for i, op := range fpOps {
+		m[op] = uint8(i + 1)
+	}
+	return m
+}()
+
+// fpSmall is the largest payload that travels with its fingerprint in a
+// buffer inside the request itself rather than one from the scratch pool:
+// the latency-bound case, where the pool's cost shows.
+const fpSmall = 64
+
 func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
 	f[0], f[1] = 'G', 'F'
-	f[2] = uint8(slices.Index(fpOps, k.op) + 1)
+	f[2] = fpOpIndex[k.op]
 	f[3] = uint8(k.dt)
 	f[4] = uint8(k.redop)
 	binary.LittleEndian.PutUint32(f[8:], uint32(int32(k.root)))
@@ -73,6 +86,14 @@ func (f fingerprint) String() string {
 // sendFirst sends b to peer to with the fingerprint in front.
 func (p *peers) sendFirst(to int, b []byte) algo.Request {
 	ep, dst := p.c.shared.ep, p.c.ranks[to]
+	if len(b) <= fpSmall {
+		s := &fpSend{request: request{p: p, peer: to, dir: "->"}}
+		m := s.buf[:fpLen+len(b)]
+		copy(m, p.fp[:])
+		copy(m[fpLen:], b)
+		s.r = ep.Isend(dst, p.tag, m)
+		return &s.request
+	}
 	if len(b) <= fpInline {
 		m := scratch.Get(fpLen + len(b))
 		copy(m, p.fp[:])
@@ -87,23 +108,38 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 // fingerprint, into b.
 func (p *peers) recvFirst(from int, b []byte) algo.Request {
 	ep, src := p.c.shared.ep, p.c.ranks[from]
+	if len(b) <= fpSmall {
+		r := &fpRecv{request: request{p: p, peer: from, dir: "<-"}, dst: b}
+		r.msg = r.small[:fpLen+len(b)] // zero: a shorter message leaves no fingerprint
+		r.r = ep.Irecv(src, p.tag, r.msg)
+		return r
+	}
 	if len(b) <= fpInline {
 		m := scratch.Get(fpLen + len(b))
 		clear(m[:fpLen]) // a shorter message must not leave an old fingerprint here
-		return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b}
+		return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b, pooled: true}
 	}
 	m := scratch.Get(fpLen)
 	clear(m)
 	fr := ep.Irecv(src, p.tag, m)
-	return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m}
+	return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m, pooled: true}
+}
+
+// fpSend is a first send of at most fpSmall bytes, with its message in
+// the request.
+type fpSend struct {
+	request
+	buf [fpLen + fpSmall]byte
 }
 
 // fpRecv is a first receive: it checks the peer's fingerprint before it
 // reports anything else.
 type fpRecv struct {
 	request
-	msg []byte // fingerprint (+ payload when dst != nil)
-	dst []byte // where the payload goes, for an inline fingerprint
+	msg    []byte // fingerprint (+ payload when dst != nil)
+	dst    []byte // where the payload goes, for an inline fingerprint
+	pooled bool   // msg is from the scratch pool, else it is small
+	small  [fpLen + fpSmall]byte
 }
 
 func (r *fpRecv) Wait(ctx context.Context) error {
@@ -123,11 +159,11 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 				Err: &mismatchError{mine: r.p.fp, theirs: theirs, peer: r.peer}}
 		}
 	}
-	if lm := (*transport.LengthMismatch)(nil); errors.As(err, &lm) && r.first == nil {
-		// The fingerprint matched; the payload behind it did not.
-		return r.lengthMismatch(lm.Got-fpLen, lm.Want-fpLen)
-	}
 	if err != nil {
+		if lm := (*transport.LengthMismatch)(nil); errors.As(err, &lm) && r.first == nil {
+			// The fingerprint matched; the payload behind it did not.
+			return r.lengthMismatch(lm.Got-fpLen, lm.Want-fpLen)
+		}
 		return r.wrap(err)
 	}
 	if r.first != nil {
@@ -137,7 +173,9 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 	} else {
 		copy(r.dst, r.msg[fpLen:])
 	}
-	scratch.Put(r.msg)
+	if r.pooled {
+		scratch.Put(r.msg)
+	}
 	r.msg = nil
 	return nil
 }

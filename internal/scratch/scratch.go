@@ -11,6 +11,10 @@ import (
 
 var pools [48]sync.Pool
 
+// headers recycles the *[]byte boxes the pools hold, so that Put does not
+// allocate one per call (a slice header does not fit in an interface).
+var headers = sync.Pool{New: func() any { return new([]byte) }}
+
 // Get returns a buffer of length n. Its contents are arbitrary.
 func Get(n int) []byte {
 	if n == 0 {
@@ -18,7 +22,10 @@ func Get(n int) []byte {
 	}
 	class := bits.Len(uint(n - 1))
 	if p, ok := pools[class].Get().(*[]byte); ok {
-		return (*p)[:n]
+		b := (*p)[:n]
+		*p = nil
+		headers.Put(p)
+		return b
 	}
 	return make([]byte, n, 1<<class)
 }
@@ -30,6 +37,7 @@ func Put(b []byte) {
 	if c == 0 || c&(c-1) != 0 {
 		return // not from Get
 	}
-	b = b[:c]
-	pools[bits.Len(uint(c-1))].Put(&b)
+	p := headers.Get().(*[]byte)
+	*p = b[:c]
+	pools[bits.Len(uint(c-1))].Put(p)
 }

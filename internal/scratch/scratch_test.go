@@ -15,3 +15,11 @@ func TestGetPut(t *testing.T) {
 	}
 	Put(make([]byte, 3)) // not from Get: ignored
 }
+
+// A steady Get/Put cycle allocates nothing.
+func TestPutAllocatesNothing(t *testing.T) {
+	Put(Get(100)) // fill the pools
+	if n := testing.AllocsPerRun(100, func() { Put(Get(100)) }); n != 0 {
+		t.Fatalf("Get+Put: %v allocations, want 0", n)
+	}
+}
