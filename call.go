@@ -3,6 +3,8 @@ package goccl
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/commslog"
@@ -64,6 +66,7 @@ func (k *call) exec(ctx context.Context) error {
 		err = k.run(ctx)
 	}
 	if err != nil {
+		err = lift(err)
 		var ge *Error
 		if !errors.As(err, &ge) {
 			err = &Error{Op: k.op, Rank: c.rank, Peer: -1, Err: classify(err)}
@@ -83,6 +86,25 @@ func (k *call) exec(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// lift brings the *Error that an algorithm's wrapping hides to the front,
+// so that every failure reads as goccl's errors do ("goccl: all_reduce
+// rank 0 <- peer 2: ..."), with the algorithm's words ("ring allreduce:
+// reduce-scatter: step 1: ...") after it, and errors.Is still finds the
+// cause.
+func lift(err error) error {
+	var ge *Error
+	if !errors.As(err, &ge) || err == error(ge) {
+		return err
+	}
+	where, ok := strings.CutSuffix(err.Error(), ": "+ge.Error())
+	if !ok {
+		return err
+	}
+	e := *ge
+	e.Err = fmt.Errorf("%s: %w", where, ge.Err)
+	return &e
 }
 
 // Work is a collective started by an Async method (DeepSpeed's

@@ -129,6 +129,9 @@ func TestMismatchIsCaught(t *testing.T) {
 					t.Errorf("rank %d: %v, want ErrMismatch", r, err)
 					continue
 				}
+				if !strings.HasPrefix(err.Error(), "goccl: ") {
+					t.Errorf("rank %d: %q does not read as goccl's errors do", r, err)
+				}
 				for _, w := range tc.words {
 					if !strings.Contains(err.Error(), w) {
 						t.Errorf("rank %d: %q does not say %q", r, err, w)
