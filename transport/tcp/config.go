@@ -35,9 +35,9 @@ const (
 	// DefaultStripeMin is the smallest message split over several streams
 	// when Config.Streams > 1.
 	DefaultStripeMin = 1 << 20
-	// handshakeTimeout bounds one incoming handshake, so a stranger that
-	// connects and stalls cannot hold a slot.
-	handshakeTimeout = 10 * time.Second
+	// DefaultHandshakeTimeout bounds one connection's handshake, so a
+	// stranger that connects and stalls cannot hold a slot.
+	DefaultHandshakeTimeout = 10 * time.Second
 )
 
 // Config says how a rank joins the mesh. Rank, Size, JobID and KV are
@@ -77,6 +77,10 @@ type Config struct {
 	DialTimeout time.Duration
 	// InitTimeout bounds Connect as a whole (DefaultInitTimeout).
 	InitTimeout time.Duration
+	// HandshakeTimeout bounds one connection's handshake, TLS included
+	// (DefaultHandshakeTimeout): a peer that connects and then stalls is
+	// dropped after it.
+	HandshakeTimeout time.Duration
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF (DefaultSocketBuffer);
 	// negative leaves the system default.
 	SocketBuffer int
@@ -119,6 +123,9 @@ func (c *Config) defaults() {
 	}
 	if c.InitTimeout <= 0 {
 		c.InitTimeout = DefaultInitTimeout
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if c.SocketBuffer == 0 {
 		c.SocketBuffer = DefaultSocketBuffer

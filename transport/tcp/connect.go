@@ -185,7 +185,7 @@ func acceptLoop(ctx context.Context, ln net.Listener, cfg *Config, t *table, log
 		}
 		wg.Go(func() {
 			remote := c.RemoteAddr().String()
-			hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+			hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 			defer cancel()
 			stop := context.AfterFunc(hctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 			reserved := false
@@ -255,7 +255,7 @@ func dialOnce(ctx context.Context, d *net.Dialer, cfg *Config, addr string, peer
 		}
 		c = tls.Client(c, tc)
 	}
-	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 	stop := context.AfterFunc(hctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	err = clientHandshake(c, cfg, peer, stream)

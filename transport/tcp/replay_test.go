@@ -145,9 +145,9 @@ func TestHandshakeRankRefused(t *testing.T) {
 //   - close: it closes its write side at once (the server reads EOF);
 //   - half: it sends half a MAC, then closes its write side;
 //   - stall: it sends nothing more and keeps the connection open; the
-//     server must drop it once HandshakeTimeout has passed (10 s: the
-//     timeout is a constant, so this case waits that long), while the
-//     real ranks are not yet there, then the real ranks connect;
+//     server must drop it once its handshake timeout has passed
+//     (strangerHandshake here), while the real ranks are not yet there,
+//     then the real ranks connect;
 //   - stall-join: the same stranger, but the real ranks connect while it
 //     stalls: they must not wait for it, and the server drops it as soon as
 //     its Connect has every link.
@@ -166,8 +166,8 @@ func TestHandshakeNoMACRefused(t *testing.T) {
 		{"close", func(c *net.TCPConn) { c.CloseWrite() }, false, "no client authentication: EOF", margin},
 		{"half", func(c *net.TCPConn) { c.Write(make([]byte, macLen/2)); c.CloseWrite() }, false,
 			"no client authentication: unexpected EOF", margin},
-		{"stall", func(*net.TCPConn) {}, false, "no client authentication", tcp.HandshakeTimeout + margin},
-		{"stall-join", func(*net.TCPConn) {}, true, "no client authentication", tcp.HandshakeTimeout},
+		{"stall", func(*net.TCPConn) {}, false, "no client authentication", strangerHandshake + margin},
+		{"stall-join", func(*net.TCPConn) {}, true, "no client authentication", strangerHandshake},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := newStrangerJob(t)
@@ -179,7 +179,7 @@ func TestHandshakeNoMACRefused(t *testing.T) {
 			c := d.(*net.TCPConn)
 			defer c.Close()
 			remote := c.LocalAddr().String()
-			c.SetDeadline(time.Now().Add(tcp.HandshakeTimeout + 2*margin))
+			c.SetDeadline(time.Now().Add(strangerHandshake + 2*margin))
 			if _, err := c.Write(rawHello(0, 3, j.base.JobID)); err != nil {
 				t.Fatalf("hello: %v", err)
 			}
@@ -229,12 +229,17 @@ type connectResult struct {
 	err error
 }
 
+// strangerHandshake is the handshake timeout of the jobs strangers try:
+// short, so that a stalled stranger is dropped quickly.
+const strangerHandshake = time.Second
+
 func newStrangerJob(t *testing.T) *strangerJob {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	logs := new(syncBuf)
 	j := &strangerJob{t: t, ctx: ctx, logs: logs, base: tcp.Config{
 		Size: 3, JobID: fmt.Sprintf("job-%d", jobSeq.Add(1)), KV: newMemKV(), ListenHost: "127.0.0.1",
 		Secret: []byte("right"), Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		HandshakeTimeout: strangerHandshake,
 	}}
 	for r := range j.res {
 		j.res[r] = make(chan connectResult, 1)
