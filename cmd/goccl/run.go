@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,6 +147,15 @@ func rankEnv(cfg *runConfig, localRank int) []string {
 	set("GROUP_WORLD_SIZE", cfg.nnodes)
 	set("MASTER_PORT", cfg.masterPort)
 	env = append(env, "MASTER_ADDR="+cfg.masterAddr)
+	if os.Getenv("GOMAXPROCS") == "" {
+		// The ranks on this machine share its cores: each gets its share
+		// (at least one), as torchrun gives each of several processes a
+		// node OMP_NUM_THREADS=1. Ranks that each run as many threads as
+		// there are cores fight over them: on 2 cores a 2-rank TCP
+		// allreduce of 64 MiB runs 1.4x faster with one each
+		// (BENCHMARKS.md). Set GOMAXPROCS to choose otherwise.
+		set("GOMAXPROCS", max(1, runtime.NumCPU()/cfg.nproc))
+	}
 	return env
 }
 

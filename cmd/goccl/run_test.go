@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -378,5 +379,32 @@ func TestCopyPrefixed(t *testing.T) {
 		if b.String() != c.want {
 			t.Errorf("copyPrefixed(%.20q...) = %.40q..., want %.40q...", c.in, b.String(), c.want)
 		}
+	}
+}
+
+// Each rank gets its share of the machine's cores as GOMAXPROCS, unless the
+// caller chose a value.
+func TestRankEnvGOMAXPROCS(t *testing.T) {
+	get := func(env []string) string {
+		v := ""
+		for _, kv := range env {
+			if s, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+				v = s // the last one wins, as in exec
+			}
+		}
+		return v
+	}
+	t.Setenv("GOMAXPROCS", "")
+	ncpu := runtime.NumCPU()
+	for _, tc := range []struct{ nproc, want int }{{1, ncpu}, {ncpu, 1}, {4 * ncpu, 1}} {
+		cfg := &runConfig{nproc: tc.nproc, nnodes: 1, masterAddr: "127.0.0.1", masterPort: 1}
+		if got := get(rankEnv(cfg, 0)); got != strconv.Itoa(tc.want) {
+			t.Errorf("%d ranks on %d cores: GOMAXPROCS=%q, want %d", tc.nproc, ncpu, got, tc.want)
+		}
+	}
+	t.Setenv("GOMAXPROCS", "7")
+	cfg := &runConfig{nproc: 4 * ncpu, nnodes: 1, masterAddr: "127.0.0.1", masterPort: 1}
+	if got := get(rankEnv(cfg, 0)); got != "7" {
+		t.Errorf("with GOMAXPROCS=7 set: %q, want it kept", got)
 	}
 }
