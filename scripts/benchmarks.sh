@@ -15,7 +15,18 @@ for t in mem tcp; do
     done
   done
 done
-echo; echo "### goals: 64 MiB ring allreduce, 2 processes over TCP"
-$g bench -q -n 2 -op allreduce -algo ring -b 64M -e 64M -w 2 -iters 20 -format csv
-echo; echo "### 8-byte allreduce latency, 2 processes over TCP (2000 iterations)"
-$g bench -q -n 2 -b 8 -e 8 -w 100 -iters 2000 -algo all -format csv
+echo; echo "### goals (issue 4): five rounds, 2 processes over TCP loopback"
+# Each round: the loopback limits, the single-stream throughput as goccl
+# bench measures it (sendrecv: both ranks send and receive at once, as in
+# nccl-tests), the 64 MiB ring allreduce, and the 8-byte allreduce.
+for round in 1 2 3 4 5; do
+  echo "round $round"
+  $g limits | grep -E 'one stream|both ways|round trip'
+  $g bench -q -n 2 -op sendrecv -b 64M -e 64M -w 2 -iters 40 -format csv | tail -1
+  $g bench -q -n 2 -op allreduce -algo ring -b 64M -e 64M -w 2 -iters 40 -format csv | tail -1
+  $g bench -q -n 2 -op allreduce -b 8 -e 8 -w 200 -iters 5000 -format csv | tail -1
+done
+echo; echo "### 8-byte allreduce latency per algorithm, 2 processes over TCP (5000 iterations)"
+$g bench -q -n 2 -b 8 -e 8 -w 200 -iters 5000 -algo all -format csv
+echo; echo "### mismatch check on and off, 8-byte allreduce between 2 processes (issue 7)"
+go test -run '^$' -bench 'MismatchCheckTCP' -benchtime 100000x -count 5 . | grep Benchmark
