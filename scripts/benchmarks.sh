@@ -15,6 +15,14 @@ for t in mem tcp; do
     done
   done
 done
+echo; echo "### small-message latency: 64 bytes, every algorithm, 2000 iterations"
+for t in mem tcp; do
+  for n in 2 4; do
+    for op in allreduce allgather broadcast; do
+      $g bench -q -transport $t -n $n -op $op -algo all -b 64 -e 64 -w 200 -iters 2000 -format csv | tail -n +2
+    done
+  done
+done
 echo; echo "### goals (issue 4): five rounds, 2 processes over TCP loopback"
 # Each round: the loopback limits, the single-stream throughput as goccl
 # bench measures it (sendrecv: both ranks send and receive at once, as in
