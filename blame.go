@@ -183,7 +183,9 @@ func (c *Comm) heard(q int) bool {
 		if rep.witness < 0 || rep.witness >= len(sh.notices.reqs) {
 			rep.witness = q
 		}
-		rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", rep.witness, theirs, rep.Culprit, mine)
+		if theirs[0] == 'G' || mine[0] == 'G' { // else a mismatch without fingerprints (a wrong length)
+			rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", rep.witness, theirs, rep.Culprit, mine)
+		}
 		rep.fps = b[16:]
 	}
 	name := rep.Culprit
