@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/goccl/goccl/internal/scratch"
 )
 
 // Matcher pairs incoming messages with posted receives, the way MPI's
@@ -42,6 +44,10 @@ type tagQueue struct {
 type message struct {
 	data []byte
 	done func(error)
+	// owned: data belongs to the matcher (a copy, or a buffer handed over
+	// with DeliverOwned), from the scratch pool, and goes back to it once
+	// copied into a receive.
+	owned bool
 }
 
 // PostedRecv is a receive waiting in a Matcher. A transport that takes one
@@ -130,6 +136,9 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 			err = LengthError(from, len(buf), len(msg.data))
 		}
 		p.mu.Unlock()
+		if msg.owned {
+			scratch.Put(msg.data)
+		}
 		if msg.done != nil {
 			msg.done(nil)
 		}
@@ -175,7 +184,12 @@ func (m *Matcher) Deliver(from int, tag Tag, data []byte) error {
 }
 
 // DeliverOwned is Deliver for a buffer the caller gives up: if no receive
-// is posted, data itself is queued without a copy.
+// is posted, data itself is queued without a copy. data should come from
+// scratch.Get (internal/scratch): the matcher returns it to the pool once
+// its bytes are in a receive, so that a steady stream of early messages
+// does not make garbage. (A buffer from elsewhere is pooled only if its
+// capacity is a power of two, and is safe either way: the caller gave it
+// up.)
 func (m *Matcher) DeliverOwned(from int, tag Tag, data []byte) error {
 	return m.deliver(from, tag, data, false, nil)
 }
@@ -213,13 +227,15 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 		r.Complete(err)
 		if done != nil {
 			done(nil)
+		} else if !mustCopy {
+			scratch.Put(data) // DeliverOwned's buffer, copied
 		}
 		return nil
 	}
 	if mustCopy {
-		data = append([]byte(nil), data...)
+		data = append(scratch.Get(len(data))[:0], data...)
 	}
-	q.unexp.push(message{data: data, done: done})
+	q.unexp.push(message{data: data, done: done, owned: done == nil})
 	p.mu.Unlock()
 	return nil
 }
@@ -254,7 +270,7 @@ func (m *Matcher) DeliverFrom(from int, tag Tag, n int, r io.Reader, fail func(e
 		pr.Complete(nil)
 		return nil
 	}
-	buf := make([]byte, n)
+	buf := scratch.Get(n)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -207,7 +208,7 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	eager := copied || len(data) <= e.mesh.cfg.EagerLimit
 	if l.timer != nil { // holding
 		if eager {
-			l.held = append(l.held, held{tag: tag, data: append([]byte(nil), data...)})
+			l.held = append(l.held, held{tag: tag, data: append(scratch.Get(len(data))[:0], data...)})
 			return transport.Completed(nil)
 		}
 		r := transport.NewRequest()

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/transport"
 	"golang.org/x/sys/unix"
 )
@@ -373,7 +374,7 @@ func (p *peer) readStriped(tag transport.Tag, n int) error {
 	var dst []byte
 	switch {
 	case pr == nil:
-		dst = make([]byte, n)
+		dst = scratch.Get(n) // the matcher returns it to the pool
 	case len(pr.Buf()) == n:
 		dst = pr.Buf()
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/transport"
 	"golang.org/x/sys/unix"
 )
@@ -334,7 +335,7 @@ func (p *peer) readFrame(bg bool) error {
 		if p.striped(n) {
 			f.striped = true
 		} else if pr := p.e.m.Claim(p.rank, tag); pr == nil {
-			f.dst = make([]byte, n)
+			f.dst = scratch.Get(n) // the matcher returns it to the pool
 		} else {
 			// On a length mismatch the common prefix is delivered, so the
 			// receiver can read a header it shares with the sender.
