@@ -38,6 +38,7 @@ type benchConfig struct {
 	quiet              bool // no progress on stderr
 	cpuprofile         string
 	mismatchCheck      bool
+	cpuBind            bool
 	units              commslog.Units
 }
 
@@ -103,6 +104,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.BoolVar(&cfg.mismatchCheck, "mismatch-check", true, "send the collective fingerprint that catches ranks that disagree (off: measure its cost)")
 	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (DeepSpeed's Gbit/s)")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
+	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "with -transport tcp, bind each rank to an equal share of the CPUs when there are at least as many CPUs as ranks")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout
 	if err != nil {
 		return fmt.Errorf("picking a free port: %w", err)
 	}
-	rc := &runConfig{nproc: cfg.ranks, nnodes: 1, masterAddr: "127.0.0.1", masterPort: port}
+	rc := &runConfig{nproc: cfg.ranks, nnodes: 1, masterAddr: "127.0.0.1", masterPort: port, cpuBind: cfg.cpuBind}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, cfg.ranks)
@@ -41,7 +41,7 @@ func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout
 		if r == 0 {
 			cmd.Stdout = stdout
 		}
-		if err := cmd.Start(); err != nil {
+		if err := startBound(cmd, rc.cpus(r)); err != nil {
 			return err
 		}
 		wg.Add(1)

@@ -43,6 +43,7 @@ type runConfig struct {
 	masterAddr string
 	masterPort int
 	grace      time.Duration
+	cpuBind    bool // bind each local rank to its share of the CPUs (bind.go)
 	prog       []string
 }
 
@@ -61,6 +62,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.StringVar(&cfg.masterAddr, "master-addr", "127.0.0.1", "host of rank 0, where the rendezvous store listens (required with -nnodes > 1)")
 	fs.IntVar(&cfg.masterPort, "master-port", 0, "port of the rendezvous store (default: a free port when -nnodes is 1; required otherwise)")
 	fs.DurationVar(&cfg.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when stopping ranks")
+	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "bind each rank to an equal share of this machine's CPUs when there are at least as many CPUs as ranks (mpirun's --bind-to core)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -159,6 +161,14 @@ func rankEnv(cfg *runConfig, localRank int) []string {
 	return env
 }
 
+// cpus returns the CPUs local rank localRank is bound to, nil for none.
+func (cfg *runConfig) cpus(localRank int) []int {
+	if !cfg.cpuBind {
+		return nil
+	}
+	return rankCPUs(allowedCPUs(), cfg.nproc, localRank)
+}
+
 // rankProc is one started rank.
 type rankProc struct {
 	rank   int
@@ -213,7 +223,7 @@ func startRank(cfg *runConfig, localRank int, stdout, stderr *lineWriter) (*rank
 	}
 	cmd.Stdout, cmd.Stderr = writeEnds[0], writeEnds[1]
 	p.cmd = cmd
-	err := cmd.Start()
+	err := startBound(cmd, cfg.cpus(localRank))
 	closeAll(writeEnds) // the child holds its copies
 	if err != nil {
 		closeAll(p.pipes)

@@ -49,6 +49,7 @@ func TestRunHelperProcess(t *testing.T) {
 //	        grandchild and block
 //	block   write pid files and block
 //	sleep   (grandchild) block
+//	cpus    print the CPUs the rank may run on
 func child(mode string) int {
 	rank := os.Getenv("RANK")
 	dir := os.Getenv("GOCCL_TEST_DIR")
@@ -56,6 +57,9 @@ func child(mode string) int {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	switch mode {
+	case "cpus":
+		fmt.Printf("cpus %v\n", allowedCPUs())
+		return 0
 	case "echo":
 		fmt.Printf("env %s %s %s %s %s %s %s %s\n", rank, os.Getenv("WORLD_SIZE"), os.Getenv("LOCAL_RANK"),
 			os.Getenv("LOCAL_WORLD_SIZE"), os.Getenv("GROUP_RANK"), os.Getenv("NODE_RANK"),
@@ -406,5 +410,66 @@ func TestRankEnvGOMAXPROCS(t *testing.T) {
 	cfg := &runConfig{nproc: 4 * ncpu, nnodes: 1, masterAddr: "127.0.0.1", masterPort: 1}
 	if got := get(rankEnv(cfg, 0)); got != "7" {
 		t.Errorf("with GOMAXPROCS=7 set: %q, want it kept", got)
+	}
+}
+
+func TestRankCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		allowed     []int
+		nproc, rank int
+		want        []int
+	}{
+		{[]int{0, 1}, 2, 0, []int{0}},
+		{[]int{0, 1}, 2, 1, []int{1}},
+		{[]int{0, 1}, 1, 0, nil},       // one rank: the whole machine
+		{[]int{0, 1}, 4, 3, nil},       // oversubscribed: unbound
+		{[]int{2, 3, 5, 7, 8}, 2, 0, []int{2, 3}},
+		{[]int{2, 3, 5, 7, 8}, 2, 1, []int{5, 7, 8}},
+		{[]int{0, 1, 2, 3, 4, 5}, 3, 2, []int{4, 5}},
+	} {
+		if got := rankCPUs(tc.allowed, tc.nproc, tc.rank); !slices.Equal(got, tc.want) {
+			t.Errorf("rankCPUs(%v, %d, %d) = %v, want %v", tc.allowed, tc.nproc, tc.rank, got, tc.want)
+		}
+	}
+}
+
+// goccl run binds each rank to its own CPUs, and -cpu-bind=false does not.
+func TestRunBindsRanks(t *testing.T) {
+	all := allowedCPUs()
+	if len(all) < 2 {
+		t.Skipf("needs 2 CPUs, this process may use %v", all)
+	}
+	cpusOf := func(out string) map[string]string {
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if rank, rest, ok := strings.Cut(line, " cpus "); ok {
+				got[rank] = rest
+			}
+		}
+		return got
+	}
+	code, out, errOut, _ := runChildren(t, context.Background(), "cpus", []string{"-n", "2"})
+	if code != 0 {
+		t.Fatalf("exit code %d, stderr:\n%s", code, errOut)
+	}
+	got := cpusOf(out)
+	for r := range 2 {
+		want := fmt.Sprint(rankCPUs(all, 2, r))
+		if got[fmt.Sprintf("[%d]", r)] != want {
+			t.Errorf("rank %d runs on %s, want %s (output:\n%s)", r, got[fmt.Sprintf("[%d]", r)], want, out)
+		}
+	}
+	code, out, errOut, _ = runChildren(t, context.Background(), "cpus", []string{"-n", "2", "-cpu-bind=false"})
+	if code != 0 {
+		t.Fatalf("exit code %d, stderr:\n%s", code, errOut)
+	}
+	unbound := cpusOf(out)
+	if len(unbound) != 2 {
+		t.Fatalf("with -cpu-bind=false: %d ranks printed their CPUs, want 2 (output:\n%s)", len(unbound), out)
+	}
+	for rank, cpus := range unbound {
+		if cpus != fmt.Sprint(all) {
+			t.Errorf("with -cpu-bind=false rank %s runs on %s, want %v", rank, cpus, all)
+		}
 	}
 }
