@@ -421,8 +421,8 @@ func TestRankCPUs(t *testing.T) {
 	}{
 		{[]int{0, 1}, 2, 0, []int{0}},
 		{[]int{0, 1}, 2, 1, []int{1}},
-		{[]int{0, 1}, 1, 0, nil},       // one rank: the whole machine
-		{[]int{0, 1}, 4, 3, nil},       // oversubscribed: unbound
+		{[]int{0, 1}, 1, 0, nil}, // one rank: the whole machine
+		{[]int{0, 1}, 4, 3, nil}, // oversubscribed: unbound
 		{[]int{2, 3, 5, 7, 8}, 2, 0, []int{2, 3}},
 		{[]int{2, 3, 5, 7, 8}, 2, 1, []int{5, 7, 8}},
 		{[]int{0, 1, 2, 3, 4, 5}, 3, 2, []int{4, 5}},
