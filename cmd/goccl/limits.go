@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/reduceop"
@@ -15,14 +20,18 @@ import (
 
 // limitsMain runs `goccl limits`: the physical limits that goccl's figures
 // are compared against, measured on this machine: memory copy bandwidth,
-// float32 add bandwidth, single-stream TCP loopback throughput and the
-// 1-byte TCP loopback round trip. Each figure is the median of several
-// runs.
+// float32 add bandwidth, single-stream TCP loopback throughput one way and
+// both ways at once, and the 1-byte TCP loopback round trip, the loopback
+// figures in one process and (with 2 CPUs or more) between two processes
+// bound to CPUs of their own, the way goccl run starts ranks. Each figure is
+// the median of several runs.
 func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("limits", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	size := fs.String("size", "64M", "buffer and message size for the bandwidth figures")
 	runs := fs.Int("runs", 7, "runs per figure (the median is reported)")
+	serve := fs.Bool("loopback-serve", false, "internal: answer the loopback tests (the passive process)")
+	measure := fs.String("loopback-measure", "", "internal: run the loopback tests against this address")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -32,6 +41,19 @@ func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	n &^= 3
+	switch {
+	case *serve:
+		err = loopbackServer(ctx, int(n), stdout)
+	case *measure != "":
+		err = loopbackClient(ctx, *measure, int(n), *runs, stdout)
+	}
+	if *serve || *measure != "" {
+		if err != nil {
+			fmt.Fprintln(stderr, "goccl limits:", err)
+			return 1
+		}
+		return 0
+	}
 	rows, err := measureLimits(ctx, int(n), *runs)
 	if err != nil {
 		fmt.Fprintln(stderr, "goccl limits:", err)
@@ -82,136 +104,262 @@ func measureLimits(ctx context.Context, n, runs int) ([]limit, error) {
 	if err != nil {
 		return nil, err
 	}
-	tput, bidi, rtt, err := loopback(ctx, n, runs)
+	rows := []limit{
+		{"memory copy (Go copy, 1R+1W)", cp / 1e9, "GB/s"},
+		{"float32 add (reduceop, 2R+1W)", add / 1e9, "GB/s"},
+	}
+	lb, err := loopbackInProcess(ctx, n, runs)
 	if err != nil {
 		return nil, err
 	}
-	return []limit{
-		{"memory copy (Go copy, 1R+1W)", cp / 1e9, "GB/s"},
-		{"float32 add (reduceop, 2R+1W)", add / 1e9, "GB/s"},
-		{"TCP loopback, one stream", tput / 1e9, "GB/s"},
-		{"TCP loopback, both ways at once", bidi / 1e9, "GB/s each way"},
-		{"TCP loopback 1-byte round trip", rtt * 1e6, "us"},
-	}, nil
+	rows = append(rows, lb.rows("")...)
+	if cpus := allowedCPUs(); len(cpus) >= 2 {
+		lb, err := loopbackProcesses(ctx, n, runs)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, lb.rows(", 2 procs")...)
+	}
+	return rows, nil
 }
 
-// loopback measures single-stream throughput (n-byte messages) and the
-// 1-byte round trip between two sockets on 127.0.0.1, with the socket
-// settings transport/tcp uses.
-func loopback(ctx context.Context, n, runs int) (tput, bidi, rtt float64, err error) {
+// Loopback limits: one TCP connection on 127.0.0.1 with the socket
+// settings transport/tcp uses, measured in one process (both ends are
+// goroutines) and between two processes bound to CPUs of their own, as
+// goccl run and goccl bench start ranks. One end measures (loopbackTests),
+// the other answers (loopbackAnswer) what each test asks, named by a
+// command byte.
+const (
+	cmdOneWay = 'o' // read n bytes, answer with 1
+	cmdBoth   = 'b' // write n bytes while reading n
+	cmdPing   = 'p' // echo pings bytes, one at a time
+	cmdQuit   = 'q'
+	pings     = 2000
+)
+
+// loopbackFigures are the three loopback limits, in bytes/s and seconds.
+type loopbackFigures struct{ tput, bidi, rtt float64 }
+
+func (f loopbackFigures) rows(where string) []limit {
+	return []limit{
+		{"TCP loopback, one stream" + where, f.tput / 1e9, "GB/s"},
+		{"TCP loopback, both ways at once" + where, f.bidi / 1e9, "GB/s each way"},
+		{"TCP loopback 1-byte round trip" + where, f.rtt * 1e6, "us"},
+	}
+}
+
+// tuneConn gives c transport/tcp's socket settings, and a deadline that
+// bounds every measurement and that ctx ends at once (Ctrl-C).
+func tuneConn(ctx context.Context, c net.Conn) (stop func() bool) {
+	tc := c.(*net.TCPConn)
+	tc.SetNoDelay(true)
+	tc.SetReadBuffer(4 << 20)
+	tc.SetWriteBuffer(4 << 20)
+	tc.SetDeadline(time.Now().Add(10 * time.Minute))
+	return context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
+}
+
+// loopbackInProcess measures with both ends in this process.
+func loopbackInProcess(ctx context.Context, n, runs int) (loopbackFigures, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, 0, 0, err
+		return loopbackFigures{}, err
 	}
 	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
+	answered := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			close(accepted)
+			answered <- err
 			return
 		}
-		accepted <- c
+		defer c.Close()
+		defer tuneConn(ctx, c)()
+		answered <- loopbackAnswer(c, n)
 	}()
 	var d net.Dialer
-	a, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
 	if err != nil {
-		return 0, 0, 0, err
+		return loopbackFigures{}, err
 	}
-	defer a.Close()
-	b, ok := <-accepted
-	if !ok {
-		return 0, 0, 0, fmt.Errorf("accept failed")
+	defer c.Close()
+	defer tuneConn(ctx, c)()
+	f, err := loopbackTests(c, n, runs)
+	return f, errors.Join(err, <-answered)
+}
+
+// loopbackProcesses measures between two child processes of this binary,
+// each bound to a CPU of its own: the first answers (it prints the
+// address it listens on), the second measures and prints the figures.
+func loopbackProcesses(ctx context.Context, n, runs int) (loopbackFigures, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return loopbackFigures{}, err
 	}
-	defer b.Close()
-	for _, c := range []net.Conn{a, b} {
-		tc := c.(*net.TCPConn)
-		tc.SetNoDelay(true)
-		tc.SetReadBuffer(4 << 20)
-		tc.SetWriteBuffer(4 << 20)
-		// Nothing here may hang: a stuck measurement fails after a
-		// generous bound, and Ctrl-C (ctx) interrupts it.
-		tc.SetDeadline(time.Now().Add(10 * time.Minute))
-		stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
-		defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	size := strconv.Itoa(n)
+	cpus := allowedCPUs()
+	server := exec.CommandContext(ctx, exe, "limits", "-loopback-serve", "-size", size)
+	out, err := server.StdoutPipe()
+	if err != nil {
+		return loopbackFigures{}, err
 	}
-	// Throughput: a writes n bytes, b reads them all, b acknowledges.
-	msg, sink := make([]byte, n), make([]byte, n)
-	echo := make(chan error, 1)
-	go func() {
-		for i := 0; i < runs+1; i++ {
-			if _, err := io.ReadFull(b, sink); err != nil {
-				echo <- err
-				return
-			}
-			if _, err := b.Write(sink[:1]); err != nil {
-				echo <- err
-				return
-			}
-		}
-		echo <- nil
-	}()
-	one := make([]byte, 1)
-	send := func() error {
-		if _, err := a.Write(msg); err != nil {
-			return err
-		}
-		_, err := io.ReadFull(a, one)
+	server.Stderr = os.Stderr
+	if err := startBound(server, rankCPUs(cpus, 2, 0)); err != nil {
+		return loopbackFigures{}, err
+	}
+	defer server.Wait()
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return loopbackFigures{}, fmt.Errorf("loopback server: %w", err)
+	}
+	client := exec.CommandContext(ctx, exe, "limits", "-loopback-measure", strings.TrimSpace(addr),
+		"-size", size, "-runs", strconv.Itoa(runs))
+	var res strings.Builder
+	client.Stdout, client.Stderr = &res, os.Stderr
+	if err := startBound(client, rankCPUs(cpus, 2, 1)); err != nil {
+		return loopbackFigures{}, err
+	}
+	if err := client.Wait(); err != nil {
+		return loopbackFigures{}, fmt.Errorf("loopback client: %w", err)
+	}
+	var f loopbackFigures
+	if _, err := fmt.Sscan(res.String(), &f.tput, &f.bidi, &f.rtt); err != nil {
+		return loopbackFigures{}, fmt.Errorf("loopback client said %q: %w", res.String(), err)
+	}
+	return f, nil
+}
+
+// loopbackServer is the answering process: it listens, prints its
+// address, and answers one connection.
+func loopbackServer(ctx context.Context, n int, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		return err
 	}
-	if err := send(); err != nil { // warm-up
-		return 0, 0, 0, err
-	}
-	tput, err = rate(runs, n, send)
+	defer ln.Close()
+	fmt.Fprintln(stdout, ln.Addr())
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	c, err := ln.Accept()
 	if err != nil {
-		return 0, 0, 0, err
+		return err
 	}
-	if err := <-echo; err != nil {
-		return 0, 0, 0, err
-	}
-	// Both directions at once, as a 2-rank ring runs: each side writes n
-	// bytes while it reads the other's n bytes.
-	// Every write and read runs in its own goroutine, so neither
-	// direction waits for the other to be read.
-	sinkA := make([]byte, n)
-	bidi, err = rate(runs, n, func() error {
-		errc := make(chan error, 4)
-		for _, pair := range [][2]net.Conn{{a, b}, {b, a}} {
-			go func() {
-				_, err := pair[0].Write(msg)
-				errc <- err
-			}()
-		}
-		go func() { _, err := io.ReadFull(b, sink); errc <- err }()
-		go func() { _, err := io.ReadFull(a, sinkA); errc <- err }()
-		return errors.Join(<-errc, <-errc, <-errc, <-errc)
-	})
+	defer c.Close()
+	defer tuneConn(ctx, c)()
+	return loopbackAnswer(c, n)
+}
+
+// loopbackClient is the measuring process: it prints the three figures.
+func loopbackClient(ctx context.Context, addr string, n, runs int, stdout io.Writer) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return 0, 0, 0, err
+		return err
 	}
-	// Round trip: 1 byte there and back, many times.
-	const pings = 2000
-	go func() {
-		buf := make([]byte, 1)
-		for i := 0; i < pings*runs; i++ {
-			if _, err := io.ReadFull(b, buf); err != nil {
-				return
-			}
-			b.Write(buf)
+	defer c.Close()
+	defer tuneConn(ctx, c)()
+	f, err := loopbackTests(c, n, runs)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, f.tput, f.bidi, f.rtt)
+	return err
+}
+
+// loopbackTests measures over c, whose other end runs loopbackAnswer:
+// single-stream throughput (this end writes n bytes, the other reads them
+// all and answers), both directions at once (each end writes n bytes while
+// it reads the other's n, as a 2-rank ring does), and the 1-byte round
+// trip.
+func loopbackTests(c net.Conn, n, runs int) (f loopbackFigures, err error) {
+	msg, sink, one := make([]byte, n), make([]byte, n), make([]byte, 1)
+	oneWay := func() error {
+		if _, err := c.Write([]byte{cmdOneWay}); err != nil {
+			return err
 		}
-	}()
+		if _, err := c.Write(msg); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, one)
+		return err
+	}
+	if err := oneWay(); err != nil { // warm-up
+		return f, err
+	}
+	if f.tput, err = rate(runs, n, oneWay); err != nil {
+		return f, err
+	}
+	if f.bidi, err = rate(runs, n, func() error {
+		if _, err := c.Write([]byte{cmdBoth}); err != nil {
+			return err
+		}
+		return both(c, msg, sink)
+	}); err != nil {
+		return f, err
+	}
 	var rtts []float64
-	for r := 0; r < runs; r++ {
+	for range runs {
+		if _, err := c.Write([]byte{cmdPing}); err != nil {
+			return f, err
+		}
 		t := time.Now()
-		for i := 0; i < pings; i++ {
-			if _, err := a.Write(one); err != nil {
-				return 0, 0, 0, err
+		for range pings {
+			if _, err := c.Write(one); err != nil {
+				return f, err
 			}
-			if _, err := io.ReadFull(a, one); err != nil {
-				return 0, 0, 0, err
+			if _, err := io.ReadFull(c, one); err != nil {
+				return f, err
 			}
 		}
 		rtts = append(rtts, time.Since(t).Seconds()/pings)
 	}
-	return tput, bidi, median(rtts), nil
+	f.rtt = median(rtts)
+	_, err = c.Write([]byte{cmdQuit})
+	return f, err
+}
+
+// loopbackAnswer answers loopbackTests on c until it says quit.
+func loopbackAnswer(c net.Conn, n int) error {
+	msg, sink, cmd := make([]byte, n), make([]byte, n), make([]byte, 1)
+	for {
+		if _, err := io.ReadFull(c, cmd); err != nil {
+			return err
+		}
+		var err error
+		switch cmd[0] {
+		case cmdOneWay:
+			if _, err = io.ReadFull(c, sink); err == nil {
+				_, err = c.Write(sink[:1])
+			}
+		case cmdBoth:
+			err = both(c, msg, sink)
+		case cmdPing:
+			for i := 0; i < pings && err == nil; i++ {
+				if _, err = io.ReadFull(c, cmd); err == nil {
+					_, err = c.Write(cmd)
+				}
+			}
+		case cmdQuit:
+			return nil
+		default:
+			return fmt.Errorf("loopback: unknown command %q", cmd[0])
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// both writes msg to c while it reads len(sink) bytes from it, each in its
+// own goroutine, so that neither direction waits for the other.
+func both(c net.Conn, msg, sink []byte) error {
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write(msg)
+		wrote <- err
+	}()
+	_, err := io.ReadFull(c, sink)
+	return errors.Join(err, <-wrote)
 }
