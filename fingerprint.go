@@ -44,11 +44,6 @@ var fpOpIndex = func() map[string]uint8 {
 	return m
 }()
 
-// fpSmall is the largest payload that travels with its fingerprint in a
-// buffer inside the request itself rather than one from the scratch pool:
-// the latency-bound case, where the pool's cost shows.
-const fpSmall = 64
-
 func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
 	f[0], f[1] = 'G', 'F'
 	f[2] = fpOpIndex[k.op]
@@ -86,14 +81,6 @@ func (f fingerprint) String() string {
 // sendFirst sends b to peer to with the fingerprint in front.
 func (p *peers) sendFirst(to int, b []byte) algo.Request {
 	ep, dst := p.c.shared.ep, p.c.ranks[to]
-	if len(b) <= fpSmall {
-		s := &fpSend{request: request{p: p, peer: to, dir: "->"}}
-		m := s.buf[:fpLen+len(b)]
-		copy(m, p.fp[:])
-		copy(m[fpLen:], b)
-		s.r = ep.Isend(dst, p.tag, m)
-		return &s.request
-	}
 	if len(b) <= fpInline {
 		m := scratch.Get(fpLen + len(b))
 		copy(m, p.fp[:])
@@ -108,38 +95,23 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 // fingerprint, into b.
 func (p *peers) recvFirst(from int, b []byte) algo.Request {
 	ep, src := p.c.shared.ep, p.c.ranks[from]
-	if len(b) <= fpSmall {
-		r := &fpRecv{request: request{p: p, peer: from, dir: "<-"}, dst: b}
-		r.msg = r.small[:fpLen+len(b)] // zero: a shorter message leaves no fingerprint
-		r.r = ep.Irecv(src, p.tag, r.msg)
-		return r
-	}
 	if len(b) <= fpInline {
 		m := scratch.Get(fpLen + len(b))
 		clear(m[:fpLen]) // a shorter message must not leave an old fingerprint here
-		return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b, pooled: true}
+		return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b}
 	}
 	m := scratch.Get(fpLen)
 	clear(m)
 	fr := ep.Irecv(src, p.tag, m)
-	return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m, pooled: true}
-}
-
-// fpSend is a first send of at most fpSmall bytes, with its message in
-// the request.
-type fpSend struct {
-	request
-	buf [fpLen + fpSmall]byte
+	return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m}
 }
 
 // fpRecv is a first receive: it checks the peer's fingerprint before it
 // reports anything else.
 type fpRecv struct {
 	request
-	msg    []byte // fingerprint (+ payload when dst != nil)
-	dst    []byte // where the payload goes, for an inline fingerprint
-	pooled bool   // msg is from the scratch pool, else it is small
-	small  [fpLen + fpSmall]byte
+	msg []byte // fingerprint (+ payload when dst != nil)
+	dst []byte // where the payload goes, for an inline fingerprint
 }
 
 func (r *fpRecv) Wait(ctx context.Context) error {
@@ -173,9 +145,7 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 	} else {
 		copy(r.dst, r.msg[fpLen:])
 	}
-	if r.pooled {
-		scratch.Put(r.msg)
-	}
+	scratch.Put(r.msg)
 	r.msg = nil
 	return nil
 }

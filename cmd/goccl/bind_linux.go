@@ -15,7 +15,7 @@ func allowedCPUs() []int {
 		return nil
 	}
 	var cpus []int
-	for c := 0; c < len(set)*64; c++ {
+	for c := 0; len(cpus) < set.Count(); c++ {
 		if set.IsSet(c) {
 			cpus = append(cpus, c)
 		}

@@ -209,7 +209,10 @@ func loopbackProcesses(ctx context.Context, n, runs int) (loopbackFigures, error
 	if err := startBound(server, rankCPUs(cpus, 2, 0)); err != nil {
 		return loopbackFigures{}, err
 	}
-	defer server.Wait()
+	defer func() {
+		cancel() // a server still waiting (the client failed) is killed
+		server.Wait()
+	}()
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		return loopbackFigures{}, fmt.Errorf("loopback server: %w", err)

@@ -154,8 +154,9 @@ func rankEnv(cfg *runConfig, localRank int) []string {
 		// (at least one), as torchrun gives each of several processes a
 		// node OMP_NUM_THREADS=1. Ranks that each run as many threads as
 		// there are cores fight over them: on 2 cores a 2-rank TCP
-		// allreduce of 64 MiB runs 1.4x faster with one each
-		// (BENCHMARKS.md). Set GOMAXPROCS to choose otherwise.
+		// allreduce of 64 MiB moved 1.47 GB/s (median) with one each
+		// against 1.18 with two (BENCHMARKS.md). Set GOMAXPROCS to
+		// choose otherwise.
 		set("GOMAXPROCS", max(1, runtime.NumCPU()/cfg.nproc))
 	}
 	return env
