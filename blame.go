@@ -60,6 +60,9 @@ const (
 	classPeerClosed
 	classProtocol
 	classMismatch
+	// classLeft is no failure: the sender closed its communicator on
+	// purpose after the number of world calls in bytes 16..24 (leave.go).
+	classLeft
 )
 
 func classOf(err error) byte {
@@ -171,6 +174,10 @@ func (c *Comm) heard(q int) bool {
 		return false
 	}
 	b := sh.notices.bufs[q]
+	if b[8] == classLeft {
+		sh.leftAfter(q, binary.LittleEndian.Uint64(b[16:]))
+		return true
+	}
 	rep := &PeerReport{From: q, Culprit: int(int64(binary.LittleEndian.Uint64(b))), class: b[8]}
 	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) {
 		rep.Culprit = q // blames no one: name the rank that gave up
@@ -189,10 +196,20 @@ func (c *Comm) heard(q int) bool {
 		rep.fps = b[16:]
 	}
 	name := rep.Culprit
-	if name == sh.ep.Rank() {
+	switch {
+	case rep.class == classMismatch:
+		// Name the rank whose call differs from this rank's, never the
+		// relayer: the notice says who saw what (verdict.go).
+		var wfp, cfp fingerprint
+		copy(wfp[:], b[16:])
+		copy(cfp[:], b[16+fpLen:])
+		c.blameNotice(rep.witness, rep.Culprit, wfp, cfp)
+		name = c.blameMismatch(rep.witness, rep.Culprit, wfp, cfp)
+	case name == sh.ep.Rank():
 		name = q // blames this rank: from here, q is who gave up on us
 	}
 	sh.lost.CompareAndSwap(-1, int64(name))
+	c.blame(name)
 	if c.markAborted(rep) {
 		// Pass the verdict on as it came: a rank waiting on this one must
 		// not take this rank's departure for the fault.

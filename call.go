@@ -76,6 +76,7 @@ func (k *call) exec(ctx context.Context) error {
 		}
 		if !errors.Is(err, ErrInvalid) {
 			c.abort(err)
+			err = c.settled(k.op, err)
 		}
 		return err
 	}

@@ -132,6 +132,7 @@ func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) er
 	if !c.opts.noCheck {
 		p.check = true
 		p.fp = makeFingerprint(k, c.id, p.tag)
+		c.shared.history.add(p.fp)
 	}
 	k.p = p
 	return p

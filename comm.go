@@ -54,6 +54,8 @@ type shared struct {
 	ep       transport.Endpoint
 	counts   *transport.CountingEndpoint // ep, counting messages and bytes
 	lost     atomic.Int64                // world rank blamed for the abort, or -1
+	blamed   atomic.Pointer[blamed]      // whom every failed call names (verdict.go)
+	history  history                     // this rank's recent calls (verdict.go)
 	notices  notices                     // posted abort-notice receives (blame.go)
 	wg       sync.WaitGroup              // the notice listener
 	aborted  atomic.Pointer[error]
@@ -61,7 +63,8 @@ type shared struct {
 	closed   chan struct{} // closed once an abort has closed the endpoint
 	pending  atomic.Int32  // link losses being looked into
 	goneMu   sync.Mutex
-	gone     []int // world ranks whose link broke with no goodbye and no notice
+	gone     []int          // world ranks whose link broke with no goodbye and no notice
+	left     map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
 	doneOne  sync.Once
 	log      *commslog.Logger
 	rdv      *rendezvous // how Init met the other ranks, or nil (elastic.go)
@@ -181,6 +184,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 				sh.gone = append(sh.gone, pe.Peer)
 				sh.goneMu.Unlock()
 				sh.lost.CompareAndSwap(-1, int64(pe.Peer))
+				c.blame(pe.Peer)
 				if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
 					c.notify(pe.Peer, pe.Err)
 				}
@@ -234,6 +238,9 @@ func (c *Comm) Close() error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+	if c.shared.aborted.Load() == nil {
+		c.sayLeaving()
+	}
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
 	c.shared.wg.Wait()
@@ -251,7 +258,9 @@ func (c *Comm) Abort(cause error) {
 
 func (c *Comm) abort(cause error) {
 	if c.markAborted(cause) {
-		c.notify(c.culpritOf(cause), cause)
+		culprit := c.culpritOf(cause)
+		c.blame(culprit)
+		c.notify(culprit, cause)
 	}
 }
 
@@ -274,7 +283,7 @@ func (c *Comm) closeEndpoint() {
 // communicator.
 func (c *Comm) usable(op string) error {
 	if p := c.shared.aborted.Load(); p != nil {
-		return &Error{Op: op, Rank: c.rank, Peer: c.lostPeer(), Err: *p}
+		return &Error{Op: op, Rank: c.rank, Peer: c.blamedPeer(), Err: *p}
 	}
 	if c.closed.Load() {
 		return &Error{Op: op, Rank: c.rank, Peer: -1, Err: fmt.Errorf("%w: communicator closed", ErrAborted)}
@@ -398,8 +407,11 @@ func (r *request) wrap(err error) error {
 			// goodbye and names that rank (blame.go).
 			c.awaitNotice(c.ranks[r.peer], time.Second)
 		}
-		if lost := c.lostPeer(); lost >= 0 {
+		if lost := c.blamedPeer(); lost >= 0 {
 			return &Error{Op: r.p.op, Rank: c.rank, Peer: lost, Dir: r.dir, Err: c.abortCause(err)}
+		}
+		if e := r.leftEarly(); e != nil {
+			return e
 		}
 		if p := c.shared.aborted.Load(); p != nil && errors.Is(err, transport.ErrClosed) {
 			// Aborted under this call for another reason: say which.

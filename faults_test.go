@@ -24,7 +24,7 @@ import (
 // TestKillRankTCP kills one rank with SIGKILL in the middle of a loop of
 // collectives between real processes over TCP. Every survivor must return,
 // well within the timeout, an error that names the collective and the lost
-// rank and wraps ErrPeerClosed; the communicator is then aborted, so the
+// rank and wraps ErrPeerClosed and ErrAborted; the communicator is then aborted, so the
 // next call fails at once with ErrAborted; and after Close no goroutine or
 // socket is left behind.
 func TestKillRankTCP(t *testing.T) {
@@ -51,6 +51,8 @@ func TestKillRankTCP(t *testing.T) {
 					t.Errorf("rank %d: error names peer %s, want the lost rank %d:\n%s", r, f["peer"], victim, out)
 				case f["peerclosed"] != "true" || f["op"] != opNames[op]:
 					t.Errorf("rank %d: want ErrPeerClosed in %s:\n%s", r, opNames[op], out)
+				case f["wrapsaborted"] != "true":
+					t.Errorf("rank %d: the failed call's error does not wrap ErrAborted:\n%s", r, out)
 				case f["aborted"] != "true":
 					t.Errorf("rank %d: the next call did not fail fast with ErrAborted:\n%s", r, out)
 				case atoi(f["ms"]) > faultTimeout.Milliseconds()+2000:
@@ -204,8 +206,8 @@ func faultChild(t *testing.T) {
 		fast := errors.Is(err2, goccl.ErrAborted) && time.Since(t1) < 100*time.Millisecond
 		c.Close()
 		g, stacks := goroutinesLeft(g0)
-		fmt.Printf("FAULT op=%s peer=%d peerclosed=%v aborted=%v ms=%d goroutines=%d fds=%d\nerror: %v\n%s",
-			opName, peer, errors.Is(err, goccl.ErrPeerClosed), fast, ms, g, openFDs()-fds0, err, stacks)
+		fmt.Printf("FAULT op=%s peer=%d peerclosed=%v wrapsaborted=%v aborted=%v ms=%d goroutines=%d fds=%d\nerror: %v\n%s",
+			opName, peer, errors.Is(err, goccl.ErrPeerClosed), errors.Is(err, goccl.ErrAborted), fast, ms, g, openFDs()-fds0, err, stacks)
 		return
 	}
 	c.Close()

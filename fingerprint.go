@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
@@ -58,6 +59,9 @@ func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
 
 // String describes the call a fingerprint stands for, as an error shows it.
 func (f fingerprint) String() string {
+	if f[0] == 'G' && f[1] == 'L' {
+		return fmt.Sprintf("no collective: it closed its communicator after %d calls", binary.LittleEndian.Uint64(f[24:]))
+	}
 	if f[0] != 'G' || f[1] != 'F' {
 		return "a message without a fingerprint"
 	}
@@ -65,17 +69,20 @@ func (f fingerprint) String() string {
 	if i := int(f[2]) - 1; i >= 0 && i < len(fpOps) {
 		op = fpOps[i]
 	}
-	s := fmt.Sprintf("%s(dtype=%v", op, reduceop.DType(f[3]))
-	if count := int64(binary.LittleEndian.Uint64(f[16:])); count >= 0 {
-		s += fmt.Sprintf(", count=%d", count)
+	var args []string
+	if dt := reduceop.DType(f[3]); dt.Valid() {
+		args = append(args, "dtype="+dt.String())
+	}
+	if count := int64(binary.LittleEndian.Uint64(f[16:])); count > 0 || count == 0 && len(args) > 0 {
+		args = append(args, fmt.Sprintf("count=%d", count))
 	}
 	if f[4] != 0 {
-		s += fmt.Sprintf(", op=%v", reduceop.Op(f[4]))
+		args = append(args, fmt.Sprintf("op=%v", reduceop.Op(f[4])))
 	}
 	if root := int32(binary.LittleEndian.Uint32(f[8:])); root >= 0 {
-		s += fmt.Sprintf(", root=%d", root)
+		args = append(args, fmt.Sprintf("root=%d", root))
 	}
-	return s + fmt.Sprintf(") #%d", binary.LittleEndian.Uint64(f[24:]))
+	return fmt.Sprintf("%s(%s) #%d", op, strings.Join(args, ", "), binary.LittleEndian.Uint64(f[24:]))
 }
 
 // sendFirst sends b to peer to with the fingerprint in front.

@@ -137,14 +137,22 @@ func TestMismatchIsCaught(t *testing.T) {
 						t.Errorf("rank %d: %q does not say %q", r, err, w)
 					}
 				}
-				var ge *goccl.Error
-				var relayed *goccl.PeerReport
-				if errors.As(err, &relayed) || !errors.As(err, &ge) {
-					continue // another rank's verdict, passed on
+				if !errors.Is(err, goccl.ErrAborted) {
+					t.Errorf("rank %d: %v, want ErrAborted too (the communicator is aborted)", r, err)
 				}
-				found = r
+				var ge *goccl.Error
+				if !errors.As(err, &ge) {
+					t.Errorf("rank %d: %v is no *goccl.Error", r, err)
+					continue
+				}
+				// Relayed or not, the error names a rank whose call
+				// differs from this rank's, never one that only passed the
+				// news on.
 				if ge.Peer < 0 || ge.Peer == r || tc.sides[ge.Peer] == tc.sides[r] && tc.sides[r] >= 0 {
 					t.Errorf("rank %d blames rank %d, not one on the other side: %v", r, ge.Peer, err)
+				}
+				if relayed := (*goccl.PeerReport)(nil); !errors.As(err, &relayed) {
+					found = r
 				}
 			}
 			if found < 0 {

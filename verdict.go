@@ -1,0 +1,182 @@
+package goccl
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sync"
+)
+
+// The verdict: once a communicator is aborted, every failed call on it
+// says the same thing, whichever way the news reached this rank first
+// (its own receive, a peer's abort notice, a link that broke, a relay of
+// any of these). The rules, which README's Errors section states:
+//
+//   - every error of a call that aborted the communicator, or that failed
+//     because it was aborted, wraps ErrAborted (argument errors, which
+//     abort nothing, wrap ErrInvalid instead);
+//   - it wraps the class of the first cause this rank recorded:
+//     ErrPeerClosed when a rank died, ErrMismatch when calls differed,
+//     ErrTimeout, ErrProtocol;
+//   - its Peer is the rank the verdict blames, in the communicator's own
+//     numbering: the dead rank, or for a mismatch the rank whose call
+//     differs from this rank's call (see blameMismatch), never a rank that
+//     only passed the news on.
+//
+// A call that saw a mismatch first-hand keeps its own words (both calls,
+// side by side), since they are the most precise account there is.
+
+// historyLen is how many of its recent calls a rank remembers, to compare
+// with the calls a mismatch notice names. A notice is about a call in
+// flight on its sender, so only the last few matter; async calls can put
+// a few more between.
+const historyLen = 64
+
+// history is a ring of the fingerprints of this rank's recent calls, in
+// every communicator that shares the endpoint.
+type history struct {
+	mu  sync.Mutex
+	fps [historyLen]fingerprint
+	n   int
+}
+
+func (h *history) add(f fingerprint) {
+	h.mu.Lock()
+	h.fps[h.n%historyLen] = f
+	h.n++
+	h.mu.Unlock()
+}
+
+// find returns this rank's fingerprint of the call in the same group with
+// the same sequence number as f, if it is still remembered.
+func (h *history) find(f fingerprint) (fingerprint, bool) {
+	if f[0] != 'G' || f[1] != 'F' {
+		return fingerprint{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range min(h.n, historyLen) {
+		g := h.fps[(h.n-1-i)%historyLen]
+		if sameCall(f, g) {
+			return g, true
+		}
+	}
+	return fingerprint{}, false
+}
+
+// sameCall reports whether two fingerprints are of the same slot in the
+// order of calls: the same group and sequence number.
+func sameCall(a, b fingerprint) bool {
+	return binary.LittleEndian.Uint32(a[12:]) == binary.LittleEndian.Uint32(b[12:]) &&
+		binary.LittleEndian.Uint64(a[24:]) == binary.LittleEndian.Uint64(b[24:])
+}
+
+// blameMismatch returns the world rank this rank names for a mismatch
+// that witness saw between its own call (fp witnessFP) and culprit's
+// (culpritFP): the rank whose call differs from this rank's own call of
+// that slot. When this rank made the witness's call, that is the culprit;
+// when it made the culprit's call, the witness. When its call is unknown
+// (it has not reached that slot, or a length mismatch carries no
+// fingerprints) it takes the witness's word, unless that word names this
+// rank, whose call then differs from the witness's.
+func (c *Comm) blameMismatch(witness, culprit int, witnessFP, culpritFP fingerprint) int {
+	me := c.shared.ep.Rank()
+	if mine, ok := c.shared.history.find(witnessFP); ok {
+		switch mine {
+		case witnessFP:
+			return culprit
+		case culpritFP:
+			return witness
+		}
+	}
+	if culprit == me {
+		return witness
+	}
+	return culprit
+}
+
+// blamed is whom the verdict names: a world rank, or for a mismatch the
+// two ranks of the notice, resolved against this rank's own call only
+// when an error is reported (the notice may arrive before this rank has
+// made the call it is about).
+type blamed struct {
+	world             int
+	mismatch          bool
+	witness, culprit  int
+	witnessFP, culpFP fingerprint
+}
+
+// blame records the world rank the verdict names, if none is yet.
+func (c *Comm) blame(world int) {
+	if world >= 0 && world != c.shared.ep.Rank() {
+		c.shared.blamed.CompareAndSwap(nil, &blamed{world: world})
+	}
+}
+
+// blameNotice records a mismatch notice's two ranks, if no verdict is yet.
+func (c *Comm) blameNotice(witness, culprit int, witnessFP, culpritFP fingerprint) {
+	c.shared.blamed.CompareAndSwap(nil, &blamed{world: -1, mismatch: true,
+		witness: witness, culprit: culprit, witnessFP: witnessFP, culpFP: culpritFP})
+}
+
+// blamedPeer returns the rank the verdict names in c's numbering, or -1.
+func (c *Comm) blamedPeer() int {
+	b := c.shared.blamed.Load()
+	if b == nil {
+		return c.lostPeer()
+	}
+	w := b.world
+	if b.mismatch {
+		w = c.blameMismatch(b.witness, b.culprit, b.witnessFP, b.culpFP)
+	}
+	return slices.Index(c.ranks, w)
+}
+
+// abortedErr is a call's own failure that is also the communicator's
+// abort: the same words, and errors.Is finds ErrAborted too.
+type abortedErr struct{ err error }
+
+func (e *abortedErr) Error() string   { return e.err.Error() }
+func (e *abortedErr) Unwrap() []error { return []error{e.err, ErrAborted} }
+
+// settled returns the error a failed call reports, once the communicator
+// is aborted (exec aborts it first): err itself when it is the abort's
+// cause or a mismatch this call saw, else the verdict, naming the blamed
+// rank. Either way it wraps ErrAborted.
+func (c *Comm) settled(op string, err error) error {
+	p := c.shared.aborted.Load()
+	if p == nil || errors.Is(err, ErrAborted) && c.names(err) {
+		return err
+	}
+	var ge *Error
+	if !errors.As(err, &ge) {
+		ge = &Error{Op: op, Rank: c.rank, Peer: -1, Err: err}
+	}
+	if errors.Is(*p, err) || errors.Is(err, ErrMismatch) {
+		e := *ge
+		e.Err = &abortedErr{ge.Err}
+		return &e
+	}
+	// A consequence (a relayer's goodbye, the endpoint closed under the
+	// call, a wait cut short): report the cause.
+	peer := c.blamedPeer()
+	if peer < 0 {
+		peer = ge.Peer
+	}
+	dir := ""
+	if peer == ge.Peer {
+		dir = ge.Dir
+	}
+	return &Error{Op: ge.Op, Rank: c.rank, Peer: peer, Dir: dir, Err: *p}
+}
+
+// names reports whether an error derived from the verdict already names
+// the blamed rank (or the verdict names none).
+func (c *Comm) names(err error) bool {
+	b := c.blamedPeer()
+	if b < 0 {
+		return true
+	}
+	var ge *Error
+	return errors.As(err, &ge) && ge.Peer == b
+}
