@@ -111,6 +111,15 @@ func handshake(ctx context.Context, conn net.Conn, addr string, opts Options) (*
 		readEnd: make(chan struct{}),
 	}
 	switch {
+	case !needAuth && len(opts.Secret) == 0:
+		// The server closes a connection whose first message does not
+		// come within its handshake timeout, and this client may stay
+		// idle for longer before its first call: greet it now with a
+		// request that every server version takes and none answers (a
+		// cancel of request 0, which is never used).
+		if err := c.write(&msg{op: opCancel, id: 0}); err != nil {
+			return nil, err
+		}
 	case needAuth && len(opts.Secret) == 0:
 		return nil, fmt.Errorf("%w: the server needs a secret and none is configured", ErrAuth)
 	case !needAuth && len(opts.Secret) != 0:

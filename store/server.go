@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"time"
 )
 
 // Error codes carried by an opErr response.
@@ -29,15 +31,25 @@ const nonceLen = 32
 // blocks neither its connection nor any other.
 //
 // A Server may serve several listeners at once. Close stops them all.
+//
+// A new connection must authenticate (with a Secret) or send its first
+// message (without one) within Options.HandshakeTimeout, in a frame of at
+// most MaxPreAuthMessage bytes, or the server closes it; at most
+// Options.MaxPending connections wait to authenticate at once, and the
+// server closes those beyond as soon as it accepts them. So silent
+// clients (port scanners, health checks, crashed processes) hold no
+// descriptor for long.
 type Server struct {
-	opts Options
-	t    *table
+	opts    Options
+	t       *table
+	refused refusals
 
-	mu     sync.Mutex
-	lns    map[net.Listener]struct{}
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	lns     map[net.Listener]struct{}
+	conns   map[net.Conn]struct{}
+	pending int // connections accepted that have not authenticated yet
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 // NewServer returns a server with an empty store.
@@ -95,6 +107,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			c.Close()
 			continue
 		}
+		if max := s.opts.maxPending(); max > 0 && s.pending >= max {
+			// Close it at once, rather than leave it in the listen
+			// backlog: the backlog would fill and refuse the legitimate
+			// clients too, which retry anyway.
+			s.mu.Unlock()
+			remote := c.RemoteAddr().String()
+			c.Close()
+			s.refused.note(s.opts.logger(), refusedOverCap, remote,
+				fmt.Errorf("%d connections already wait to authenticate", max))
+			continue
+		}
+		s.pending++
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -121,6 +145,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.refused.flush(s.opts.logger())
 	return nil
 }
 
@@ -147,17 +172,17 @@ func (s *Server) serveConn(c net.Conn) {
 	defer cancel()
 	defer c.Close()
 
-	var nonce [nonceLen]byte
-	rand.Read(nonce[:])
-	flags := []byte{0}
-	authed := len(s.opts.Secret) == 0
-	if !authed {
-		flags[0] = 1
-	}
-	if sc.send(&msg{op: opHello, args: [][]byte{[]byte(protoMagic), nonce[:], flags}}) != nil {
+	br := bufio.NewReader(c)
+	first, ok := sc.authenticate(br)
+	s.mu.Lock()
+	s.pending--
+	s.mu.Unlock()
+	if !ok {
 		return
 	}
-	br := bufio.NewReader(c)
+	if first != nil && !sc.handle(*first) {
+		return
+	}
 	limit := s.opts.maxMessage()
 	for {
 		m, err := readMsg(br, limit)
@@ -167,30 +192,78 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			return
 		}
-		if m.op == opAuth {
-			if authed {
-				sc.sendErr(m.id, codeProtocol, "already authenticated")
-				return
-			}
-			reply, ok := checkAuth(s.opts.Secret, nonce[:], m.args)
-			if !ok {
-				sc.sendErr(m.id, codeAuth, "wrong secret")
-				return
-			}
-			authed = true
-			if sc.send(&msg{op: opOK, id: m.id, args: [][]byte{reply}}) != nil {
-				return
-			}
-			continue
-		}
-		if !authed {
-			sc.sendErr(m.id, codeAuth, "connection not authenticated")
-			return
-		}
 		if !sc.handle(m) {
 			return
 		}
 	}
+}
+
+// authenticate sends the server's hello and reads the connection's first
+// message under the handshake deadline and MaxPreAuthMessage. With a
+// secret that message must be a valid opAuth, which it answers; without
+// one any request will do, and authenticate returns it to be served. It
+// reports false, having logged why, when the connection must end.
+func (sc *srvConn) authenticate(br *bufio.Reader) (*msg, bool) {
+	s, c := sc.s, sc.c
+	if d := s.opts.handshakeTimeout(); d > 0 {
+		c.SetDeadline(time.Now().Add(d))
+	}
+	var nonce [nonceLen]byte
+	rand.Read(nonce[:])
+	flags := []byte{0}
+	secret := len(s.opts.Secret) != 0
+	if secret {
+		flags[0] = 1
+	}
+	refuse := func(reason string, err error) (*msg, bool) {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if !closed {
+			s.refused.note(s.opts.logger(), reason, c.RemoteAddr().String(), err)
+		}
+		return nil, false
+	}
+	if err := sc.send(&msg{op: opHello, args: [][]byte{[]byte(protoMagic), nonce[:], flags}}); err != nil {
+		return refuse(refusedClosed, err)
+	}
+	m, err := readMsg(br, min(MaxPreAuthMessage, s.opts.maxMessage()))
+	switch {
+	case errors.Is(err, errFrameTooLarge):
+		err = fmt.Errorf("%w (before authentication)", err)
+		sc.sendErr(0, codeProtocol, err.Error())
+		return refuse(refusedTooLarge, err)
+	case errors.Is(err, ErrProtocol):
+		sc.sendErr(0, codeProtocol, err.Error())
+		return refuse(refusedGarbage, err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return refuse(refusedSilent, fmt.Errorf("no message within %v", s.opts.handshakeTimeout()))
+	case err != nil:
+		return refuse(refusedClosed, err)
+	}
+	if secret {
+		if m.op != opAuth {
+			sc.sendErr(m.id, codeAuth, "connection not authenticated")
+			return refuse(refusedAuth, fmt.Errorf("%v before authentication", m.op))
+		}
+		reply, ok := checkAuth(s.opts.Secret, nonce[:], m.args)
+		if !ok {
+			sc.sendErr(m.id, codeAuth, "wrong secret")
+			return refuse(refusedAuth, errors.New("wrong secret"))
+		}
+		if err := sc.send(&msg{op: opOK, id: m.id, args: [][]byte{reply}}); err != nil {
+			return refuse(refusedClosed, err)
+		}
+	}
+	// Authenticated: from now on clients may stay silent for as long as
+	// they like (a Get that waits).
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return nil, false
+	}
+	if secret {
+		return nil, true
+	}
+	return &m, true
 }
 
 // macs of the challenge-response: the client signs both nonces under the
@@ -228,6 +301,9 @@ func (sc *srvConn) handle(m msg) bool {
 		return false
 	}
 	switch m.op {
+	case opAuth:
+		sc.sendErr(m.id, codeProtocol, "already authenticated")
+		return false
 	case opSet:
 		if bad(2) {
 			return false

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -66,8 +68,26 @@ var (
 // default store timeout.
 const DefaultTimeout = 5 * time.Minute
 
+// Defaults of a server's guard against connections that do not
+// authenticate (Options.HandshakeTimeout, Options.MaxPending).
+const (
+	// DefaultHandshakeTimeout is how long a server waits for a new
+	// connection's first message: a client sends it as soon as it has read
+	// the server's hello, so a few seconds is plenty even on a loaded host.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultMaxPending is how many connections a server holds at once
+	// that have not yet authenticated: a quarter of the common limit of
+	// 1024 open files.
+	DefaultMaxPending = 256
+	// MaxPreAuthMessage is the largest frame a server reads from a
+	// connection before it has authenticated (its first message, without
+	// a secret). An authentication takes 83 bytes.
+	MaxPreAuthMessage = 1024
+)
+
 // Options configure clients, servers and file stores. The zero value
-// means: no secret, DefaultTimeout, DefaultMaxMessage.
+// means: no secret, DefaultTimeout, DefaultMaxMessage,
+// DefaultHandshakeTimeout, DefaultMaxPending.
 type Options struct {
 	// Secret, when not empty, is a key shared by the server and every
 	// client. A client proves it knows it with HMAC-SHA256 over a fresh
@@ -87,6 +107,26 @@ type Options struct {
 	// PollInterval is how often a file store re-reads its file while a Get
 	// or Wait waits. Zero means 10ms. Ignored by TCP clients and servers.
 	PollInterval time.Duration
+
+	// The fields below concern servers only.
+
+	// HandshakeTimeout bounds how long a server waits for a new
+	// connection to authenticate (with a Secret) or to send its first
+	// message (without one); the server then closes it. Once a connection
+	// has authenticated no deadline applies: clients wait in Get and Wait
+	// for as long as they like. Zero means DefaultHandshakeTimeout;
+	// negative means no limit. Before authentication a server also refuses
+	// any frame over MaxPreAuthMessage bytes.
+	HandshakeTimeout time.Duration
+	// MaxPending caps the connections a server holds that have not yet
+	// authenticated; beyond it the server closes each new connection as
+	// soon as it accepts it (a client's Dial retries). Zero means
+	// DefaultMaxPending; negative means no cap.
+	MaxPending int
+	// Logger receives connections that a server refuses before they
+	// authenticate: each at debug level, and a summary at warn level at
+	// most every 10 s. Nil means slog.Default().
+	Logger *slog.Logger
 }
 
 func (o Options) timeout() time.Duration {
@@ -101,6 +141,53 @@ func (o Options) maxMessage() int {
 		return DefaultMaxMessage
 	}
 	return o.MaxMessage
+}
+
+// EnvHandshakeTimeout names the environment variable that sets the
+// handshake timeout of the store (Init, `goccl store`) and of the TCP
+// transport's listeners; ParseHandshakeTimeout reads its value.
+const EnvHandshakeTimeout = "GOCCL_HANDSHAKE_TIMEOUT"
+
+// ParseHandshakeTimeout parses a handshake timeout as GOCCL_HANDSHAKE_TIMEOUT
+// gives it: a Go duration ("5s", "300ms") or a number of seconds ("5",
+// "0.5"). It must be positive.
+func ParseHandshakeTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("%s=%q is neither a duration (5s, 300ms) nor a number of seconds", EnvHandshakeTimeout, s)
+		}
+		if !(f > 0 && f < 1e6) {
+			return 0, fmt.Errorf("%s=%q is out of range", EnvHandshakeTimeout, s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s=%q is not positive", EnvHandshakeTimeout, s)
+	}
+	return d, nil
+}
+
+func (o Options) handshakeTimeout() time.Duration {
+	if o.HandshakeTimeout == 0 {
+		return DefaultHandshakeTimeout
+	}
+	return o.HandshakeTimeout
+}
+
+func (o Options) maxPending() int {
+	if o.MaxPending == 0 {
+		return DefaultMaxPending
+	}
+	return o.MaxPending
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
 }
 
 func (o Options) pollInterval() time.Duration {

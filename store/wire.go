@@ -95,6 +95,9 @@ const (
 	protoMagic = "goccl-store/1"
 )
 
+// errFrameTooLarge marks readMsg's refusal of a frame over its limit.
+var errFrameTooLarge = fmt.Errorf("%w", ErrProtocol)
+
 // msg is one decoded frame.
 type msg struct {
 	op   op
@@ -181,7 +184,7 @@ func readMsg(r *bufio.Reader, maxLen int) (msg, error) {
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(maxLen) {
-		return msg{}, fmt.Errorf("%w: frame of %d bytes exceeds limit %d", ErrProtocol, n, maxLen)
+		return msg{}, fmt.Errorf("%w: frame of %d bytes exceeds limit %d", errFrameTooLarge, n, maxLen)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {

@@ -1,0 +1,339 @@
+//go:build linux
+
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The flood test's attacker runs in a child process (this test binary
+// again, with envFloodAddr set), so that the descriptors the server
+// process holds can be counted from /proc/self/fd without the attacker's
+// own 2000-odd sockets in the count: counting only server-side sockets in
+// one process would need matching socket inodes against /proc/net/tcp,
+// and would miss any other descriptor the server leaked.
+const (
+	envFloodAddr  = "GOCCL_TEST_STORE_FLOOD_ADDR"  // in the child: the server to attack
+	envFloodN     = "GOCCL_TEST_STORE_FLOOD_N"     // silent connections to open
+	envFloodBound = "GOCCL_TEST_STORE_FLOOD_BOUND" // each must be closed within this of its dial
+	floodOpened   = "GOCCL-FLOOD-OPENED"           // the child's line once all are open
+	floodReport   = "GOCCL-FLOOD-REPORT"           // the child's line of counts
+)
+
+// TestUnauthenticatedFlood: 2000 connections that never send a byte, and
+// some that send garbage, against a store server with a secret while a
+// 4-rank job uses it. The job completes (its clients get in once the
+// pending slots free, and its waits outlast the handshake timeout); every
+// attacking connection is closed within the handshake timeout plus 5 s
+// of its dial; the server process never holds more descriptors than
+// MaxPending plus its own; and the log holds a summary, not a line per
+// connection.
+func TestUnauthenticatedFlood(t *testing.T) {
+	if addr := os.Getenv(envFloodAddr); addr != "" {
+		floodChild(t, addr)
+		return
+	}
+	const (
+		deadline   = 300 * time.Millisecond
+		maxPending = 64
+		silent     = 2000
+		ranks      = 4
+		rounds     = 20
+	)
+	raiseFileLimit(t, 256)
+	secret := []byte("flood")
+	var logs syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	base := openFDs(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(Options{Secret: secret, HandshakeTimeout: deadline, MaxPending: maxPending,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(ctx, ln) }()
+	defer func() { srv.Close(); <-served }()
+	addr := ln.Addr().String()
+
+	// Sample the descriptor count until the attack and the job are over.
+	var most atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(openFDs(t)); n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+
+	child := startFlood(t, addr, silent, deadline+5*time.Second)
+
+	// The job: every rank dials (retrying while the pending slots are
+	// full), then rounds of Set and Wait; rank 0 first waits for a key
+	// that rank 1 sets only after twice the handshake timeout, so an
+	// authenticated connection must outlive it.
+	var wg sync.WaitGroup
+	errs := make(chan error, ranks)
+	for r := range ranks {
+		wg.Go(func() {
+			c, err := Dial(ctx, addr, Options{Secret: secret})
+			if err != nil {
+				errs <- fmt.Errorf("rank %d: %w", r, err)
+				return
+			}
+			defer c.Close()
+			switch r {
+			case 0:
+				if _, err := c.Get(ctx, "late"); err != nil {
+					errs <- fmt.Errorf("rank 0: waiting past the handshake timeout: %w", err)
+					return
+				}
+			case 1:
+				time.Sleep(2 * deadline)
+				if err := c.Set(ctx, "late", []byte("x")); err != nil {
+					errs <- fmt.Errorf("rank 1: %w", err)
+					return
+				}
+			}
+			for i := range rounds {
+				if err := c.Set(ctx, fmt.Sprintf("round%d/%d", i, r), []byte{byte(r)}); err != nil {
+					errs <- fmt.Errorf("rank %d round %d: %w", r, i, err)
+					return
+				}
+				keys := make([]string, ranks)
+				for p := range keys {
+					keys[p] = fmt.Sprintf("round%d/%d", i, p)
+				}
+				if err := c.Wait(ctx, keys...); err != nil {
+					errs <- fmt.Errorf("rank %d round %d: %w", r, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	child.wait(t)
+	close(stopSampling)
+	<-sampled
+
+	// Allowed: the descriptors before the server existed, MaxPending
+	// connections waiting to authenticate, the job's 2 per rank (client
+	// and server side), and slack for the listener, the pipes to the
+	// child, the runtime's poller, the sampler's own directory handle and
+	// a connection accepted beyond the cap in the instant before it is
+	// closed.
+	limit := base + maxPending + 2*ranks + 16
+	t.Logf("descriptors: %d before, at most %d during the attack (limit %d); %s", base, most.Load(), limit, child.report)
+	if int(most.Load()) > limit {
+		t.Errorf("the server process held %d descriptors, more than %d before + %d pending + its own", most.Load(), base, maxPending)
+	}
+	srv.Close()
+	warns := strings.Count(logs.String(), "level=WARN")
+	if warns > 3 {
+		t.Errorf("%d warn lines for one flood; want a summary at most every 10 s:\n%s", warns, logs.String())
+	}
+	if !strings.Contains(logs.String(), "refused") {
+		t.Errorf("no refusal logged:\n%s", logs.String())
+	}
+}
+
+// floodChild is the attacker: it opens the silent connections, then the
+// garbage ones, says so, and checks that the server closes each within
+// the bound.
+func floodChild(t *testing.T, addr string) {
+	n, err := strconv.Atoi(os.Getenv(envFloodN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := time.ParseDuration(os.Getenv(envFloodBound))
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := map[string][]byte{
+		"http":          []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		"random":        bytes.Repeat([]byte{0x5a, 0xc3, 0x11, 0x99}, 16),
+		"huge length":   {0xff, 0xff, 0xff, 0x7f, 1},
+		"over pre-auth": appendMsg(nil, &msg{op: opSet, id: 1, args: [][]byte{[]byte("k"), make([]byte, 2*MaxPreAuthMessage)}}),
+		"set":           appendMsg(nil, &msg{op: opSet, id: 1, args: [][]byte{[]byte("k"), []byte("v")}}),
+		"wrong mac":     appendMsg(nil, &msg{op: opAuth, id: 1, args: [][]byte{make([]byte, nonceLen), make([]byte, 32)}}),
+		"half header":   {9, 0},
+		"half frame":    appendMsg(nil, &msg{op: opSet, id: 1, args: [][]byte{[]byte("key"), []byte("value")}})[:12],
+	}
+	raiseFileLimit(t, n+len(garbage)*10+100)
+	type result struct {
+		name  string
+		hello bool // the server served it (under the cap) before closing it
+		err   error
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		results []result
+	)
+	watch := func(name string, c net.Conn, payload []byte) {
+		dialed := time.Now()
+		wg.Go(func() {
+			defer c.Close()
+			if payload != nil {
+				c.Write(payload) // may fail: the server can close first
+			}
+			c.SetReadDeadline(dialed.Add(bound))
+			got, err := io.Copy(io.Discard, c)
+			mu.Lock()
+			results = append(results, result{name, got > 0, err})
+			mu.Unlock()
+		})
+	}
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		watch("silent", c, nil)
+	}
+	for range 10 {
+		for name, b := range garbage {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			watch(name, c, b)
+		}
+	}
+	fmt.Println(floodOpened)
+	wg.Wait()
+	served, atOnce := 0, 0
+	open := map[string]int{}
+	for _, r := range results {
+		if errors.Is(r.err, os.ErrDeadlineExceeded) {
+			open[r.name]++
+			continue
+		}
+		if r.name == "silent" {
+			if r.hello {
+				served++
+			} else {
+				atOnce++
+			}
+		}
+	}
+	if len(open) > 0 {
+		t.Errorf("connections still open %v after their dial, by kind: %v", bound, open)
+	}
+	fmt.Printf("%s silent connections served then closed: %d, closed at once: %d\n", floodReport, served, atOnce)
+}
+
+// flood is a running attacker process.
+type flood struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	done   chan struct{}
+	report string
+}
+
+// startFlood starts the attacker against addr and returns once it has
+// opened every connection.
+func startFlood(t *testing.T, addr string, silent int, bound time.Duration) *flood {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUnauthenticatedFlood$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envFloodAddr+"="+addr, envFloodN+"="+strconv.Itoa(silent),
+		envFloodBound+"="+bound.String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flood{cmd: cmd, out: new(syncBuffer), done: make(chan struct{})}
+	cmd.Stderr = f.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		defer close(f.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(f.out, line)
+			switch {
+			case line == floodOpened:
+				close(opened)
+			case strings.HasPrefix(line, floodReport):
+				f.report = strings.TrimSpace(strings.TrimPrefix(line, floodReport))
+			}
+		}
+	}()
+	select {
+	case <-opened:
+	case <-f.done:
+		cmd.Wait()
+		t.Fatalf("the attacker ended before opening its connections:\n%s", f.out.String())
+	}
+	return f
+}
+
+func (f *flood) wait(t *testing.T) {
+	t.Helper()
+	<-f.done
+	if err := f.cmd.Wait(); err != nil {
+		t.Errorf("attacker: %v\n%s", err, f.out.String())
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// raiseFileLimit raises the soft limit on open files to the hard limit
+// (Go does so at start-up too, but the test should not depend on it) and
+// skips the test if that leaves fewer than need.
+func raiseFileLimit(t *testing.T, need int) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Logf("setrlimit: %v", err)
+			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		}
+	}
+	if lim.Cur < uint64(need) {
+		t.Skipf("open file limit %d, need %d", lim.Cur, need)
+	}
+}
