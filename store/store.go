@@ -123,6 +123,12 @@ type Options struct {
 	// soon as it accepts it (a client's Dial retries). Zero means
 	// DefaultMaxPending; negative means no cap.
 	MaxPending int
+	// ListenHost is the host or IP that Host's server listens on. Empty:
+	// the addresses of this machine that addr's host resolves to, or every
+	// interface when it resolves to none (a name that this machine maps to
+	// 127.0.1.1, as Debian does, or a virtual IP). "0.0.0.0" or "::" listen
+	// on every interface. Init takes it from GOCCL_STORE_BIND.
+	ListenHost string
 	// Logger receives connections that a server refuses before they
 	// authenticate: each at debug level, and a summary at warn level at
 	// most every 10 s. Nil means slog.Default().
