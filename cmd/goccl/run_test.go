@@ -282,11 +282,111 @@ func TestRunFailureStopsOthers(t *testing.T) {
 			if !strings.Contains(out, "["+fail+"] failing\n") {
 				t.Errorf("stdout lacks the failing rank's line:\n%s", out)
 			}
-			if !strings.Contains(errOut, "rank "+fail+" exited with code 3") {
+			if !strings.Contains(errOut, "goccl run: rank "+fail+" exited with code 3; stopping the other ranks\n") {
 				t.Errorf("stderr does not name the failing rank:\n%s", errOut)
+			}
+			if want := regexp.MustCompile(`goccl run: ranks? [0-9, -]+ stopped because of rank ` + fail + `: .*killed by signal (9|15)`); !want.MatchString(errOut) {
+				t.Errorf("stderr does not list the stopped ranks (%v):\n%s", want, errOut)
 			}
 			checkAllGone(t, dir, c.ranks-1)
 		})
+	}
+}
+
+// exitOf runs a shell command and returns its Wait error.
+func exitOf(t *testing.T, script string) error {
+	t.Helper()
+	err := exec.Command("sh", "-c", script).Run()
+	if _, ok := err.(*exec.ExitError); !ok {
+		t.Fatalf("sh -c %q: %v, want an exit error", script, err)
+	}
+	return err
+}
+
+func TestRunVerdictText(t *testing.T) {
+	code1, code3 := exitOf(t, "exit 1"), exitOf(t, "exit 3")
+	kill9, term := exitOf(t, "kill -9 $$"), exitOf(t, "kill -TERM $$")
+	for _, tc := range []struct {
+		err  error
+		want string
+		code int
+	}{
+		{code3, "exited with code 3", 3},
+		{kill9, "killed by signal 9 (killed)", 137},
+		{term, "killed by signal 15 (terminated)", 143},
+	} {
+		if got := describeExit(tc.err); got != tc.want {
+			t.Errorf("describeExit(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+		if got := exitCode(tc.err); got != tc.code {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
+		}
+	}
+
+	for _, tc := range []struct {
+		ranks []int
+		want  string
+	}{
+		{[]int{3}, "3"},
+		{[]int{0, 1, 3}, "0, 1, 3"},
+		{[]int{0, 1, 2, 4, 5, 6, 7, 9}, "0-2, 4-7, 9"},
+		{[]int{1, 2, 5, 6}, "1, 2, 5, 6"},
+	} {
+		if got := rankList(tc.ranks); got != tc.want {
+			t.Errorf("rankList(%v) = %q, want %q", tc.ranks, got, tc.want)
+		}
+	}
+
+	p := func(rank int, err error) *rankProc { return &rankProc{rank: rank, status: err} }
+	if got, want := describeStopped([]*rankProc{p(3, code1), p(0, code1), p(1, code1)}, 2),
+		"ranks 0, 1, 3 stopped because of rank 2: exited with code 1"; got != want {
+		t.Errorf("describeStopped = %q, want %q", got, want)
+	}
+	if got, want := describeStopped([]*rankProc{p(3, term), p(0, code1), p(1, code1)}, 2),
+		"ranks 0, 1, 3 stopped because of rank 2: 0, 1 exited with code 1; 3 killed by signal 15 (terminated)"; got != want {
+		t.Errorf("describeStopped = %q, want %q", got, want)
+	}
+	if got, want := describeStopped([]*rankProc{p(1, term)}, 0),
+		"rank 1 stopped because of rank 0: killed by signal 15 (terminated)"; got != want {
+		t.Errorf("describeStopped = %q, want %q", got, want)
+	}
+
+	// A death by a signal outranks exit statuses, whatever the order.
+	for _, suspects := range [][]*rankProc{
+		{p(0, code1), p(2, kill9), p(1, code1)},
+		{p(2, kill9), p(0, code1)},
+	} {
+		if got := culprit(suspects); got.rank != 2 {
+			t.Errorf("culprit blames rank %d, want 2", got.rank)
+		}
+	}
+	if got := culprit([]*rankProc{p(1, code3), p(0, code1)}); got.rank != 1 {
+		t.Errorf("culprit among statuses blames rank %d, want the first, 1", got.rank)
+	}
+}
+
+// dying sees a child that was killed before it is reaped and after.
+func TestDying(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("dying is implemented on Linux only")
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if dying(pid) {
+		t.Error("a running child is dying")
+	}
+	cmd.Process.Kill()
+	for deadline := time.Now().Add(10 * time.Second); !dying(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed child is not dying after 10s")
+		}
+	}
+	cmd.Wait()
+	if !dying(pid) {
+		t.Error("a reaped child is not dying")
 	}
 }
 
