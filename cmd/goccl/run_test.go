@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -50,6 +52,12 @@ func TestRunHelperProcess(t *testing.T) {
 //	block   write pid files and block
 //	sleep   (grandchild) block
 //	cpus    print the CPUs the rank may run on
+//	watch   rank GOCCL_TEST_VICTIM listens on MASTER_PORT and blocks; the
+//	        others connect to it, write pid files and block reading: when
+//	        the victim dies they exit 1 at once, as ranks that see a peer
+//	        close do
+//	pingpong  as watch, but the others send a byte and wait for its echo
+//	        in a loop, as ranks running collectives with the victim do
 func child(mode string) int {
 	rank := os.Getenv("RANK")
 	dir := os.Getenv("GOCCL_TEST_DIR")
@@ -95,8 +103,61 @@ func child(mode string) int {
 		select {}
 	case "sleep":
 		select {}
+	case "watch", "pingpong":
+		return peerChild(mode, rank, dir)
 	}
 	return 99
+}
+
+// peerChild plays a rank of the watch and pingpong modes.
+func peerChild(mode, rank, dir string) int {
+	n, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+	victim := os.Getenv("GOCCL_TEST_VICTIM")
+	addr := net.JoinHostPort(os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"))
+	if rank == victim {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		for range n - 1 {
+			c, err := ln.Accept()
+			if err != nil {
+				fmt.Println(err)
+				return 1
+			}
+			go io.Copy(c, c) // echo
+		}
+		writePid(dir, "peer"+rank, os.Getpid())
+		select {} // until killed
+	}
+	var c net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		if c, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Println(err)
+			return 1
+		}
+		time.Sleep(5 * time.Millisecond) // the victim is not listening yet
+	}
+	writePid(dir, "peer"+rank, os.Getpid())
+	buf := make([]byte, 1)
+	for {
+		var err error
+		if mode == "pingpong" {
+			_, err = c.Write(buf)
+		}
+		if err == nil {
+			_, err = io.ReadFull(c, buf)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rank %s: peer %s: %v\n", rank, victim, err)
+			return 1
+		}
+	}
 }
 
 // writePid writes a pid file atomically (a temp file, then a rename), so
@@ -289,6 +350,82 @@ func TestRunFailureStopsOthers(t *testing.T) {
 				t.Errorf("stderr does not list the stopped ranks (%v):\n%s", want, errOut)
 			}
 			checkAllGone(t, dir, c.ranks-1)
+		})
+	}
+}
+
+// A rank killed from outside is the one goccl run blames, not the ranks
+// that exit 1 moments later because their peer died, whatever the order in
+// which their exits reach the launcher (issue 20). The survivors notice the
+// victim's closed connection within microseconds and exit at once, so their
+// exits race the victim's every time.
+func TestRunBlamesKilledRank(t *testing.T) {
+	const (
+		n      = 4
+		victim = 2
+		runs   = 20
+	)
+	for _, mode := range []string{"watch", "pingpong"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv(childEnv, mode)
+			t.Setenv("GOCCL_TEST_VICTIM", strconv.Itoa(victim))
+			for i := range runs {
+				dir := filepath.Join(t.TempDir(), strconv.Itoa(i))
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				t.Setenv("GOCCL_TEST_DIR", dir)
+				done := make(chan struct{})
+				killed := make(chan error, 1)
+				go func() { // SIGKILL the victim once every rank is connected
+					for {
+						select {
+						case <-done:
+							killed <- fmt.Errorf("goccl run returned before the ranks were up")
+							return
+						case <-time.After(2 * time.Millisecond):
+						}
+						if m, _ := filepath.Glob(filepath.Join(dir, "peer*.pid")); len(m) < n {
+							continue
+						}
+						b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("peer%d.pid", victim)))
+						if err == nil {
+							var pid int
+							if pid, err = strconv.Atoi(string(b)); err == nil {
+								err = syscall.Kill(pid, syscall.SIGKILL)
+							}
+						}
+						killed <- err
+						return
+					}
+				}()
+				var out, errb syncBuffer
+				args := append([]string{"-n", strconv.Itoa(n), "-grace", "2s", "--"}, childArgs(t)...)
+				code := runCommand(context.Background(), args, &out, &errb, nil)
+				close(done)
+				if err := <-killed; err != nil {
+					t.Fatalf("run %d: killing rank %d: %v\nstdout:\n%s\nstderr:\n%s", i, victim, err, out.String(), errb.String())
+				}
+				stderr := errb.String()
+				want := []string{
+					fmt.Sprintf("goccl run: rank %d killed by signal 9 (killed); stopping the other ranks\n", victim),
+					fmt.Sprintf("goccl run: ranks 0, 1, 3 stopped because of rank %d: ", victim),
+				}
+				for _, w := range want {
+					if !strings.Contains(stderr, w) {
+						t.Errorf("run %d: stderr lacks %q:\n%s", i, w, stderr)
+					}
+				}
+				if c := strings.Count(stderr, "; stopping the other ranks"); c != 1 {
+					t.Errorf("run %d: %d verdicts, want 1:\n%s", i, c, stderr)
+				}
+				if code != 128+int(syscall.SIGKILL) {
+					t.Errorf("run %d: exit code %d, want %d (the killed rank's)", i, code, 128+int(syscall.SIGKILL))
+				}
+				if t.Failed() {
+					return
+				}
+			}
 		})
 	}
 }
