@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,9 +37,19 @@ const (
 	// when Config.Streams > 1.
 	DefaultStripeMin = 1 << 20
 	// DefaultHandshakeTimeout bounds one connection's handshake, so a
-	// stranger that connects and stalls cannot hold a slot.
-	DefaultHandshakeTimeout = 10 * time.Second
+	// stranger that connects and stalls cannot hold a slot for long. A
+	// rank's handshake is two round trips (plus TLS's): a few seconds is
+	// plenty even on a loaded host. GOCCL_HANDSHAKE_TIMEOUT overrides it.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultMaxPending is how many accepted connections may be in their
+	// handshake at once (Config.MaxPending).
+	DefaultMaxPending = 256
 )
+
+// EnvHandshakeTimeout names the environment variable read when
+// Config.HandshakeTimeout is zero: a Go duration ("5s", "300ms") or a
+// number of seconds. The rendezvous store reads it too.
+const EnvHandshakeTimeout = "GOCCL_HANDSHAKE_TIMEOUT"
 
 // Config says how a rank joins the mesh. Rank, Size, JobID and KV are
 // required; every other zero value means the documented default.
@@ -77,10 +88,18 @@ type Config struct {
 	DialTimeout time.Duration
 	// InitTimeout bounds Connect as a whole (DefaultInitTimeout).
 	InitTimeout time.Duration
-	// HandshakeTimeout bounds one connection's handshake, TLS included
-	// (DefaultHandshakeTimeout): a peer that connects and then stalls is
-	// dropped after it.
+	// HandshakeTimeout bounds one connection's handshake, TLS included: a
+	// peer that connects and then stalls is dropped after it. Zero means
+	// GOCCL_HANDSHAKE_TIMEOUT if set, else DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// MaxPending caps the accepted connections in their handshake at
+	// once; beyond it the listener closes new connections as soon as it
+	// accepts them (a legitimate peer's dial retries). Zero means
+	// DefaultMaxPending, or Rank×Streams (the links this rank accepts) if
+	// that is more; negative means no cap. Before authentication a peer
+	// can make the listener read at most one hello (at most 1,076 bytes)
+	// and one MAC.
+	MaxPending int
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF (DefaultSocketBuffer);
 	// negative leaves the system default.
 	SocketBuffer int
@@ -126,6 +145,12 @@ func (c *Config) defaults() {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+		if d, err := parseDuration(os.Getenv(EnvHandshakeTimeout)); err == nil {
+			c.HandshakeTimeout = d
+		}
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = max(DefaultMaxPending, c.Rank*c.Streams)
 	}
 	if c.SocketBuffer == 0 {
 		c.SocketBuffer = DefaultSocketBuffer
@@ -136,6 +161,24 @@ func (c *Config) defaults() {
 	if c.Interface == "" {
 		c.Interface = os.Getenv("GOCCL_IFNAME")
 	}
+}
+
+// parseDuration reads GOCCL_HANDSHAKE_TIMEOUT's value: a Go duration or
+// a number of seconds, positive (as store.ParseHandshakeTimeout, which
+// Init uses to report a bad value).
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || !(f > 0 && f < 1e6) {
+			return 0, fmt.Errorf("%s=%q: not a positive duration or number of seconds", EnvHandshakeTimeout, s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s=%q: not positive", EnvHandshakeTimeout, s)
+	}
+	return d, nil
 }
 
 // listenHost picks the host to listen on and advertise.

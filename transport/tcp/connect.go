@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -175,15 +176,29 @@ func (t *table) closeAll() {
 }
 
 func acceptLoop(ctx context.Context, ln net.Listener, cfg *Config, t *table, log *slog.Logger, wg *sync.WaitGroup) {
+	var refused refusals
+	defer refused.flush(log)
+	var pending atomic.Int64 // connections in their handshake
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return // listener closed: done or given up
 		}
+		if cfg.MaxPending > 0 && pending.Load() >= int64(cfg.MaxPending) {
+			// Close it at once rather than leave it in the listen backlog,
+			// which would fill and hold the real peers back too; they
+			// retry.
+			remote := c.RemoteAddr().String()
+			c.Close()
+			refused.note(log, refusedOverCap, remote, fmt.Errorf("%d connections already in their handshake", cfg.MaxPending))
+			continue
+		}
+		pending.Add(1)
 		if cfg.TLS != nil {
 			c = tls.Server(c, cfg.TLS) // the TLS handshake runs under the handshake deadline
 		}
 		wg.Go(func() {
+			defer pending.Add(-1) // once c is closed or handed over
 			remote := c.RemoteAddr().String()
 			hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 			defer cancel()
@@ -199,15 +214,41 @@ func acceptLoop(ctx context.Context, ln net.Listener, cfg *Config, t *table, log
 				if reserved {
 					t.unreserve(rank, stream)
 				}
+				c.Close()
+				if rank < 0 {
+					// A stranger: no well-formed hello.
+					switch {
+					case ctx.Err() != nil:
+						// Connect is over; nothing to report.
+						log.Debug("tcp: dropped a connection in its hello as Connect ended", "remote", remote, "err", err)
+					case errors.Is(hctx.Err(), context.DeadlineExceeded):
+						refused.note(log, refusedSilent, remote, fmt.Errorf("no hello within %v", cfg.HandshakeTimeout))
+					case errors.Is(err, errRefused) || isTLSError(err):
+						refused.note(log, refusedGarbage, remote, err)
+					default:
+						refused.note(log, refusedClosed, remote, err)
+					}
+					return
+				}
 				log.Warn("tcp: refused connection", "remote", remote, "peer", rank, "stream", stream, "err", err)
 				t.noteErr(err)
-				c.Close()
 				return
 			}
 			c.SetDeadline(time.Time{})
 			t.commit()
 		})
 	}
+}
+
+// isTLSError reports whether err comes from a failed TLS handshake rather
+// than from the connection.
+func isTLSError(err error) bool {
+	var (
+		re tls.RecordHeaderError
+		ae tls.AlertError
+		ce *tls.CertificateVerificationError
+	)
+	return errors.As(err, &re) || errors.As(err, &ae) || errors.As(err, &ce)
 }
 
 func dialPeer(ctx context.Context, cfg *Config, peer int, t *table, log *slog.Logger) error {

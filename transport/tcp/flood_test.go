@@ -1,0 +1,334 @@
+//go:build linux
+
+package tcp_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/tcp"
+)
+
+// The flood test's attacker runs in a child process (this test binary
+// again, with envFloodAddr set), so that the descriptors of the process
+// running the ranks can be counted from /proc/self/fd without the
+// attacker's own 2000-odd sockets in the count: counting only the
+// listener's sockets in one process would need matching socket inodes
+// against /proc/net/tcp, and would miss any other descriptor leaked.
+const (
+	envFloodAddr  = "GOCCL_TEST_TCP_FLOOD_ADDR"  // in the child: the listener to attack
+	envFloodN     = "GOCCL_TEST_TCP_FLOOD_N"     // silent connections to open
+	envFloodBound = "GOCCL_TEST_TCP_FLOOD_BOUND" // each must be closed within this of its dial
+	floodOpened   = "GOCCL-FLOOD-OPENED"         // the child's line once all are open
+	floodReport   = "GOCCL-FLOOD-REPORT"         // the child's line of counts
+)
+
+// TestStrangerFlood: 2000 connections that never send a byte, and some
+// that send garbage, against a rank's listener while its job connects.
+// The job connects and exchanges messages; every attacking connection is
+// closed within the handshake timeout plus 5 s of its dial; the process
+// running the ranks never holds more descriptors than MaxPending plus its
+// own; and the log holds a summary, not a line per connection.
+func TestStrangerFlood(t *testing.T) {
+	if addr := os.Getenv(envFloodAddr); addr != "" {
+		floodChild(t, addr)
+		return
+	}
+	const (
+		deadline   = 300 * time.Millisecond
+		maxPending = 64
+		silent     = 2000
+		size       = 3
+	)
+	raiseFileLimit(t, 256)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var logs syncBuf
+	base := tcp.Config{Size: size, JobID: fmt.Sprintf("flood-%d", jobSeq.Add(1)), KV: newMemKV(),
+		ListenHost: "127.0.0.1", Secret: []byte("flood"), HandshakeTimeout: deadline, MaxPending: maxPending,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+
+	fds := openFDs(t)
+	var most atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(openFDs(t)); n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+
+	// Rank 2 accepts from ranks 0 and 1: it is the one attacked.
+	eps := make([]transport.Endpoint, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	start := func(r int) {
+		wg.Go(func() {
+			cfg := base
+			cfg.Rank = r
+			eps[r], errs[r] = tcp.Connect(ctx, cfg)
+		})
+	}
+	start(2)
+	addr, err := base.KV.Get(ctx, tcp.AddrKey(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := startFlood(t, string(addr), silent, deadline+5*time.Second)
+	start(0)
+	start(1)
+	wg.Wait()
+	defer func() {
+		for _, ep := range eps {
+			if ep != nil {
+				ep.Close()
+			}
+		}
+	}()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	// Every pair exchanges a message.
+	for src := range size {
+		for dst := range size {
+			if src == dst {
+				continue
+			}
+			got := make([]byte, 2)
+			rq := eps[dst].Irecv(src, 7, got)
+			if err := eps[src].Isend(dst, 7, []byte{byte(src), byte(dst)}).Wait(ctx); err != nil {
+				t.Fatalf("send %d->%d: %v", src, dst, err)
+			}
+			if err := rq.Wait(ctx); err != nil || got[0] != byte(src) || got[1] != byte(dst) {
+				t.Fatalf("recv %d->%d: %v %v", src, dst, got, err)
+			}
+		}
+	}
+	child.wait(t)
+	close(stopSampling)
+	<-sampled
+
+	// Allowed: the descriptors before the ranks existed, MaxPending
+	// connections in their handshake, the ranks' own (three listeners
+	// while they connect, two ends of each of three links) and slack for
+	// the pipes to the child, the runtime's poller, the sampler's own
+	// directory handle, a real peer's connection in its handshake and one
+	// accepted beyond the cap in the instant before it is closed.
+	limit := fds + maxPending + 3 + 2*3 + 16
+	t.Logf("descriptors: %d before, at most %d during the attack (limit %d); %s", fds, most.Load(), limit, child.report)
+	if int(most.Load()) > limit {
+		t.Errorf("the process held %d descriptors, more than %d before + %d in handshake + its own", most.Load(), fds, maxPending)
+	}
+	if warns := strings.Count(logs.String(), "level=WARN"); warns > 3 {
+		t.Errorf("%d warn lines for one flood; want a summary at most every 10 s:\n%s", warns, logs.String())
+	}
+	if !strings.Contains(logs.String(), "refused") {
+		t.Errorf("no refusal logged:\n%s", logs.String())
+	}
+}
+
+// floodChild is the attacker: it opens the garbage connections, then the
+// silent ones, says so, and checks that the listener closes each within
+// the bound.
+func floodChild(t *testing.T, addr string) {
+	n, err := strconv.Atoi(os.Getenv(envFloodN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := time.ParseDuration(os.Getenv(envFloodBound))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := func(version uint16, jobLen uint16) []byte {
+		b := []byte("GCCL")
+		b = binary.LittleEndian.AppendUint16(b, version)
+		b = binary.LittleEndian.AppendUint16(b, 1)
+		b = binary.LittleEndian.AppendUint32(b, 0)
+		b = binary.LittleEndian.AppendUint32(b, 3)
+		b = binary.LittleEndian.AppendUint16(b, 0)
+		return binary.LittleEndian.AppendUint16(b, jobLen)
+	}
+	garbage := map[string][]byte{
+		"http":        []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		"random":      bytes.Repeat([]byte{0x5a, 0xc3, 0x11, 0x99}, 16),
+		"tls":         {0x16, 0x03, 0x01, 0x00, 0x05, 1, 0, 0, 1, 0},
+		"bad version": fixed(9, 0),
+		"long job id": fixed(1, 60000),
+		"half hello":  fixed(1, 10)[:7],
+		"no nonce":    append(fixed(1, 3), "job"...),
+	}
+	raiseFileLimit(t, n+len(garbage)*10+100)
+	type result struct {
+		name  string
+		bytes int64 // what the listener sent before closing (it answers no stranger)
+		err   error
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		results []result
+	)
+	watch := func(name string, c net.Conn, payload []byte) {
+		dialed := time.Now()
+		wg.Go(func() {
+			defer c.Close()
+			if payload != nil {
+				c.Write(payload) // may fail: the listener can close first
+			}
+			c.SetReadDeadline(dialed.Add(bound))
+			got, err := io.Copy(io.Discard, c)
+			mu.Lock()
+			results = append(results, result{name, got, err})
+			mu.Unlock()
+		})
+	}
+	// Garbage first, so that the server parses it rather than drop it
+	// for being over the cap.
+	for range 10 {
+		for name, b := range garbage {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			watch(name, c, b)
+		}
+	}
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		watch("silent", c, nil)
+	}
+	fmt.Println(floodOpened)
+	wg.Wait()
+	open := map[string]int{}
+	answered := 0
+	for _, r := range results {
+		if errors.Is(r.err, os.ErrDeadlineExceeded) {
+			open[r.name]++
+		}
+		if r.bytes > 0 {
+			answered++
+		}
+	}
+	if len(open) > 0 {
+		t.Errorf("connections still open %v after their dial, by kind: %v", bound, open)
+	}
+	if answered > 0 {
+		t.Errorf("the listener answered %d strangers", answered)
+	}
+	fmt.Printf("%s %d silent and %d garbage connections closed\n", floodReport, n, len(results)-n)
+}
+
+// flood is a running attacker process.
+type flood struct {
+	cmd    *exec.Cmd
+	out    *syncBuf
+	done   chan struct{}
+	report string
+}
+
+// startFlood starts the attacker against addr and returns once it has
+// opened every connection.
+func startFlood(t *testing.T, addr string, silent int, bound time.Duration) *flood {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStrangerFlood$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envFloodAddr+"="+addr, envFloodN+"="+strconv.Itoa(silent),
+		envFloodBound+"="+bound.String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flood{cmd: cmd, out: new(syncBuf), done: make(chan struct{})}
+	cmd.Stderr = f.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		defer close(f.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(f.out, line)
+			switch {
+			case line == floodOpened:
+				close(opened)
+			case strings.HasPrefix(line, floodReport):
+				f.report = strings.TrimSpace(strings.TrimPrefix(line, floodReport))
+			}
+		}
+	}()
+	select {
+	case <-opened:
+	case <-f.done:
+		cmd.Wait()
+		t.Fatalf("the attacker ended before opening its connections:\n%s", f.out.String())
+	}
+	return f
+}
+
+func (f *flood) wait(t *testing.T) {
+	t.Helper()
+	<-f.done
+	if err := f.cmd.Wait(); err != nil {
+		t.Errorf("attacker: %v\n%s", err, f.out.String())
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count descriptors: %v", err)
+	}
+	return len(ents)
+}
+
+// raiseFileLimit raises the soft limit on open files to the hard limit
+// (Go does so at start-up too, but the test should not depend on it) and
+// skips the test if that leaves fewer than need.
+func raiseFileLimit(t *testing.T, need int) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Logf("setrlimit: %v", err)
+			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		}
+	}
+	if lim.Cur < uint64(need) {
+		t.Skipf("open file limit %d, need %d", lim.Cur, need)
+	}
+}
