@@ -167,8 +167,8 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	}
 }
 
-// floodChild is the attacker: it opens the silent connections, then the
-// garbage ones, says so, and checks that the server closes each within
+// floodChild is the attacker: it opens the garbage connections, then the
+// silent ones, says so, and checks that the server closes each within
 // the bound.
 func floodChild(t *testing.T, addr string) {
 	n, err := strconv.Atoi(os.Getenv(envFloodN))
@@ -214,13 +214,8 @@ func floodChild(t *testing.T, addr string) {
 			mu.Unlock()
 		})
 	}
-	for i := range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-		watch("silent", c, nil)
-	}
+	// Garbage first, so that the server parses it rather than drop it
+	// for being over the cap.
 	for range 10 {
 		for name, b := range garbage {
 			c, err := net.Dial("tcp", addr)
@@ -229,6 +224,13 @@ func floodChild(t *testing.T, addr string) {
 			}
 			watch(name, c, b)
 		}
+	}
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		watch("silent", c, nil)
 	}
 	fmt.Println(floodOpened)
 	wg.Wait()

@@ -76,7 +76,7 @@ func (r *refusals) flush(log *slog.Logger) {
 func (r *refusals) summaryLocked() []any {
 	attrs := []any{"count", r.total}
 	if !r.since.IsZero() {
-		attrs = append(attrs, "in", time.Since(r.since).Round(time.Second).String())
+		attrs = append(attrs, "in", time.Since(r.since).Round(10*time.Millisecond).String())
 	}
 	for _, reason := range []string{refusedSilent, refusedClosed, refusedGarbage, refusedTooLarge, refusedAuth, refusedOverCap} {
 		if n := r.counts[reason]; n > 0 {
