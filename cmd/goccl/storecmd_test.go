@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl/store"
 )
@@ -75,5 +77,62 @@ func TestStoreCommandErrors(t *testing.T) {
 		if code != c.code || !strings.Contains(log.String(), c.msg) {
 			t.Errorf("goccl store %q = %d, log %q; want %d and %q", c.args, code, log.String(), c.code, c.msg)
 		}
+	}
+}
+
+// TestStoreCommandHandshakeTimeout: -handshake-timeout (or
+// GOCCL_HANDSHAKE_TIMEOUT) bounds how long `goccl store` keeps a
+// connection that does not authenticate.
+func TestStoreCommandHandshakeTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+	}{
+		{"flag", []string{"-handshake-timeout", "200ms"}, ""},
+		{"env", nil, "0.2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(store.EnvHandshakeTimeout, tc.env)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			addrc := make(chan net.Addr, 1)
+			var log syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- storeCommand(ctx, append([]string{"-addr", "127.0.0.1:0"}, tc.args...), &log, func(a net.Addr) { addrc <- a })
+			}()
+			var addr string
+			select {
+			case a := <-addrc:
+				addr = a.String()
+			case code := <-done:
+				t.Fatalf("goccl store exited with %d: %s", code, log.String())
+			}
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Under the default of 5 s, so that it fails if the setting is
+			// ignored.
+			bound := store.DefaultHandshakeTimeout - time.Second
+			c.SetReadDeadline(time.Now().Add(bound))
+			if _, err := io.Copy(io.Discard, c); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("a silent connection is still open after %v", bound)
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("exit code %d: %s", code, log.String())
+			}
+			if !strings.Contains(log.String(), "handshake timeout 200ms") {
+				t.Errorf("log lacks the timeout: %s", log.String())
+			}
+		})
+	}
+	t.Setenv(store.EnvHandshakeTimeout, "soon")
+	var log syncBuffer
+	if code := storeCommand(context.Background(), []string{"-addr", "127.0.0.1:0"}, &log, nil); code != 2 || !strings.Contains(log.String(), store.EnvHandshakeTimeout) {
+		t.Errorf("GOCCL_HANDSHAKE_TIMEOUT=soon: exit %d, log %q; want 2 and the variable named", code, log.String())
 	}
 }
