@@ -147,7 +147,14 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		// already up (see Readmit). Nor does anyone when the job runs its
 		// own (`goccl store`).
 		host := env.Rank == 0 && !rejoin && o.getenv("GOCCL_EXTERNAL_STORE") != "1"
-		client, err := store.Host(ctx, addr, host, store.Options{Secret: secret})
+		sopts := store.Options{Secret: secret, ListenHost: o.getenv("GOCCL_STORE_BIND")}
+		if v := o.getenv(store.EnvHandshakeTimeout); v != "" {
+			// The TCP transport reads the same variable for its listeners.
+			if sopts.HandshakeTimeout, err = store.ParseHandshakeTimeout(v); err != nil {
+				return nil, fmt.Errorf("goccl: init: %w", err)
+			}
+		}
+		client, err := store.Host(ctx, addr, host, sopts)
 		if err != nil {
 			return nil, fmt.Errorf("goccl: init rank %d: rendezvous store at %s: %w", env.Rank, addr, err)
 		}
