@@ -83,3 +83,38 @@ func TestParseSize(t *testing.T) {
 		t.Error("parseSize(x) succeeded")
 	}
 }
+
+// -check validates one call after the timed ones, as nccl-tests does, so
+// it must not change the time. With the validation inside the timed loop
+// (before issue 14) a 1 MiB allreduce of 2 ranks over mem took about 20x
+// as long with -check (1500-1570 us against 72-83 us). Runs with and
+// without -check alternate, and their medians must agree within 2x: wide
+// enough for a loaded 2-core machine and -race, far below the old gap.
+func TestBenchCheckDoesNotChangeTiming(t *testing.T) {
+	timeOf := func(check bool) float64 {
+		t.Helper()
+		args := []string{"-transport", "mem", "-n", "2", "-b", "1M", "-e", "1M", "-w", "2", "-iters", "10", "-format", "json", "-q"}
+		if check {
+			args = append(args, "-check")
+		}
+		var out, errb bytes.Buffer
+		if code := benchMain(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		var rows []result
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("%v: %d rows, %v: %s", args, len(rows), err, out.String())
+		}
+		return rows[0].TimeUS
+	}
+	var with, without []float64
+	for range 7 {
+		without = append(without, timeOf(false))
+		with = append(with, timeOf(true))
+	}
+	w, wo := median(with), median(without)
+	t.Logf("median time: %.1f us with -check, %.1f us without (ratio %.2f)", w, wo, w/wo)
+	if r := w / wo; r > 2 || r < 0.5 {
+		t.Errorf("-check changes the time %.2fx: %.1f us with, %.1f us without (runs: %v against %v)", r, w, wo, with, without)
+	}
+}
