@@ -46,4 +46,12 @@
 // authenticated, and each side refuses a peer that cannot prove the secret
 // (ErrAuth). The exchange keeps stray or misconfigured processes out; it
 // does not encrypt traffic.
+//
+// A server closes a connection that has not authenticated (or, without a
+// secret, sent its first message) within Options.HandshakeTimeout (5 s),
+// refuses a first frame over MaxPreAuthMessage, and keeps at most
+// Options.MaxPending (256) connections waiting to authenticate, closing
+// any beyond as it accepts them; so silent clients hold no descriptor for
+// long. Host's server listens on the addresses that its address names,
+// not on every interface (Options.ListenHost).
 package store
