@@ -191,19 +191,21 @@ func needsOp(op string) bool {
 
 // result is one row of the table.
 type result struct {
-	Bytes     int64   `json:"size"`
-	Count     int64   `json:"count"`
-	Type      string  `json:"type"`
-	Redop     string  `json:"redop"`
-	Root      int     `json:"root"`
-	Algo      string  `json:"algo"`
-	TimeUS    float64 `json:"time_us"`
-	AlgBW     float64 `json:"algbw_GBps"`
-	BusBW     float64 `json:"busbw_GBps"`
-	Wrong     int64   `json:"wrong"`
-	Ranks     int     `json:"ranks"`
-	Op        string  `json:"op"`
-	Transport string  `json:"transport"`
+	Bytes  int64   `json:"size"`
+	Count  int64   `json:"count"`
+	Type   string  `json:"type"`
+	Redop  string  `json:"redop"`
+	Root   int     `json:"root"`
+	Algo   string  `json:"algo"`
+	TimeUS float64 `json:"time_us"`
+	AlgBW  float64 `json:"algbw_GBps"`
+	BusBW  float64 `json:"busbw_GBps"`
+	// Wrong is the number of wrong elements -check found, nil (null in
+	// json, empty in csv) without -check.
+	Wrong     *int64 `json:"wrong"`
+	Ranks     int    `json:"ranks"`
+	Op        string `json:"op"`
+	Transport string `json:"transport"`
 	// SentPerRank is the payload bytes one rank sends per call, on average.
 	SentPerRank int64 `json:"sent_per_rank"`
 }
@@ -271,7 +273,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	for _, r := range results {
-		if r.Wrong > 0 {
+		if r.Wrong != nil && *r.Wrong > 0 {
 			return 1
 		}
 	}
@@ -413,13 +415,36 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 	case "broadcast", "reduce", "gather", "scatter":
 		root = cfg.root
 	}
-	return result{
+	row := result{
 		Bytes: size, Count: size / esz, Type: cfg.dtype.String(), Redop: redop, Root: root, Algo: name,
 		TimeUS: sec * 1e6, AlgBW: algbw, BusBW: algbw * commslog.BusFactor(benchOps[cfg.op].log, n),
-		Wrong: int64(agg[1]), Ranks: n, Op: cfg.op, Transport: cfg.transport, SentPerRank: int64(agg[2] / float64(n)),
-	}, nil
+		Ranks: n, Op: cfg.op, Transport: cfg.transport, SentPerRank: int64(agg[2] / float64(n)),
+	}
+	if cfg.check {
+		w := int64(agg[1])
+		row.Wrong = &w
+	}
+	return row, nil
 }
 
+// wrongText is the #wrong cell: the count with -check, else empty.
+func (r result) wrongText() string {
+	if r.Wrong == nil {
+		return ""
+	}
+	return strconv.FormatInt(*r.Wrong, 10)
+}
+
+// unitsKey is the units as they end a csv column name: GBps or Gbps.
+func unitsKey(u commslog.Units) string {
+	if u == commslog.Gbps {
+		return "Gbps"
+	}
+	return "GBps"
+}
+
+// report writes the rows in cfg.format. The table and the csv show
+// bandwidths in -units; json always in GB/s, as its keys say.
 func report(w io.Writer, cfg *benchConfig, rows []result) error {
 	switch cfg.format {
 	case "json":
@@ -427,10 +452,12 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	case "csv":
-		fmt.Fprintln(w, "op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw_GBps,busbw_GBps,wrong,sent_per_rank")
+		k := unitsKey(cfg.units)
+		fmt.Fprintf(w, "op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw_%s,busbw_%s,wrong,sent_per_rank\n", k, k)
 		for _, r := range rows {
-			fmt.Fprintf(w, "%s,%d,%s,%d,%d,%s,%s,%d,%s,%.2f,%.4f,%.4f,%d,%d\n", r.Op, r.Ranks, r.Transport,
-				r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, r.Wrong, r.SentPerRank)
+			fmt.Fprintf(w, "%s,%d,%s,%d,%d,%s,%s,%d,%s,%.2f,%.4f,%.4f,%s,%d\n", r.Op, r.Ranks, r.Transport,
+				r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS,
+				cfg.units.Convert(r.AlgBW*1e9), cfg.units.Convert(r.BusBW*1e9), r.wrongText(), r.SentPerRank)
 		}
 		return nil
 	}
@@ -441,8 +468,8 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 	fmt.Fprintf(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(%s)\tbusbw(%s)\t#wrong\tsent/rank(B)\t\n", u, u)
 	for _, r := range rows {
 		wrong := "N/A"
-		if cfg.check {
-			wrong = strconv.FormatInt(r.Wrong, 10)
+		if r.Wrong != nil {
+			wrong = r.wrongText()
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%.1f\t%.3f\t%.3f\t%s\t%d\t\n",
 			r.Bytes, r.Count, r.Type, r.Redop, r.Root, r.Algo, r.TimeUS,
@@ -451,12 +478,36 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var sum float64
-	for _, r := range rows {
-		sum += r.BusBW
+	// nccl-tests' "Avg bus bandwidth", one per algorithm: an average over
+	// several algorithms would mean nothing. The cost model's choices
+	// ("auto:ring", "auto:tree") are one run, averaged together.
+	type avg struct {
+		name string
+		sum  float64
+		n    int
 	}
-	if len(rows) > 0 {
-		fmt.Fprintf(w, "# avg busbw: %.3f %s\n", cfg.units.Convert(sum/float64(len(rows))*1e9), u)
+	var avgs []*avg
+	byName := map[string]*avg{}
+	for _, r := range rows {
+		name := r.Algo
+		if strings.HasPrefix(name, "auto:") {
+			name = "auto"
+		}
+		a := byName[name]
+		if a == nil {
+			a = &avg{name: name}
+			byName[name] = a
+			avgs = append(avgs, a)
+		}
+		a.sum += r.BusBW
+		a.n++
+	}
+	for _, a := range avgs {
+		label := ""
+		if len(avgs) > 1 {
+			label = " " + a.name
+		}
+		fmt.Fprintf(w, "# avg busbw%s: %.3f %s\n", label, cfg.units.Convert(a.sum/float64(a.n)*1e9), u)
 	}
 	return nil
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/goccl/goccl/commslog"
 )
 
 // Every -op, checked against the sequential reference, with an awkward
@@ -34,8 +37,8 @@ func TestBenchCheckEveryOp(t *testing.T) {
 				t.Fatalf("%s %s: %d rows, want 4 (4, 28, 196, 1372 bytes, rounded down)", op, dt, len(rows))
 			}
 			for _, r := range rows {
-				if r.Wrong != 0 {
-					t.Errorf("%s %s %d bytes: %d wrong", op, dt, r.Bytes, r.Wrong)
+				if r.Wrong == nil || *r.Wrong != 0 {
+					t.Errorf("%s %s %d bytes: %q wrong, want 0", op, dt, r.Bytes, r.wrongText())
 				}
 			}
 		}
@@ -51,6 +54,9 @@ func TestBenchAlgoAllAndFormats(t *testing.T) {
 	for _, a := range []string{"ring", "tree", "halving", "doubling"} {
 		if !strings.Contains(out.String(), " "+a+" ") {
 			t.Errorf("table has no %s rows:\n%s", a, out.String())
+		}
+		if !strings.Contains(out.String(), "\n# avg busbw "+a+": ") {
+			t.Errorf("table has no average busbw of %s:\n%s", a, out.String())
 		}
 	}
 	out.Reset()
@@ -116,5 +122,91 @@ func TestBenchCheckDoesNotChangeTiming(t *testing.T) {
 	t.Logf("median time: %.1f us with -check, %.1f us without (ratio %.2f)", w, wo, w/wo)
 	if r := w / wo; r > 2 || r < 0.5 {
 		t.Errorf("-check changes the time %.2fx: %.1f us with, %.1f us without (runs: %v against %v)", r, w, wo, with, without)
+	}
+}
+
+// #wrong is what -check found: empty in csv and null in json without
+// -check, where nothing was checked, and a count (0 here) with it.
+func TestBenchWrongEmptyWithoutCheck(t *testing.T) {
+	run := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"-transport", "mem", "-n", "2", "-b", "64", "-e", "128", "-w", "0", "-iters", "1", "-q"}, args...)
+		var out, errb bytes.Buffer
+		if code := benchMain(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	for _, check := range []bool{false, true} {
+		var extra []string
+		want := ""
+		if check {
+			extra, want = []string{"-check"}, "0"
+		}
+		recs, err := csv.NewReader(strings.NewReader(run(append(extra, "-format", "csv")...))).ReadAll()
+		if err != nil || len(recs) != 3 {
+			t.Fatalf("check=%v: csv: %d records, %v", check, len(recs), err)
+		}
+		col := -1
+		for i, name := range recs[0] {
+			if name == "wrong" {
+				col = i
+			}
+		}
+		if col < 0 {
+			t.Fatalf("csv header has no wrong column: %v", recs[0])
+		}
+		for _, rec := range recs[1:] {
+			if rec[col] != want {
+				t.Errorf("check=%v: csv wrong = %q, want %q", check, rec[col], want)
+			}
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(run(append(extra, "-format", "json")...)), &rows); err != nil || len(rows) != 2 {
+			t.Fatalf("check=%v: json: %d rows, %v", check, len(rows), err)
+		}
+		for _, r := range rows {
+			v, ok := r["wrong"]
+			if !ok || (check && v != 0.0) || (!check && v != nil) {
+				t.Errorf("check=%v: json wrong = %v (present %v)", check, v, ok)
+			}
+		}
+	}
+}
+
+// The csv's bandwidths and their column names follow -units, as the
+// table's do; -algo all gets one average busbw per algorithm, while the
+// cost model's picks ("auto:...") are averaged as one run.
+func TestBenchReportUnitsAndAverages(t *testing.T) {
+	row := func(algo string, busbw float64) result {
+		return result{Op: "allreduce", Ranks: 2, Transport: "mem", Bytes: 1000, Count: 250, Type: "float32",
+			Redop: "sum", Root: -1, Algo: algo, TimeUS: 1, AlgBW: busbw / 2, BusBW: busbw}
+	}
+	cfg := &benchConfig{op: "allreduce", ranks: 2, transport: "mem", format: "csv", units: commslog.Gbps}
+	var out bytes.Buffer
+	if err := report(&out, cfg, []result{row("ring", 1.5)}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if !strings.Contains(lines[0], ",algbw_Gbps,busbw_Gbps,") || !strings.Contains(lines[1], ",6.0000,12.0000,") {
+		t.Errorf("csv with -units gbps: want algbw_Gbps 6 and busbw_Gbps 12:\n%s", out.String())
+	}
+
+	cfg.format, cfg.units = "table", commslog.GBps
+	out.Reset()
+	if err := report(&out, cfg, []result{row("ring", 1), row("ring", 3), row("tree", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\n# avg busbw ring: 2.000 GB/s\n", "\n# avg busbw tree: 5.000 GB/s\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table has no %q:\n%s", strings.TrimSpace(want), out.String())
+		}
+	}
+	out.Reset()
+	if err := report(&out, cfg, []result{row("auto:ring", 1), row("auto:tree", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(out.String(), "\n# avg busbw: 2.000 GB/s\n") {
+		t.Errorf("the cost model's picks are not averaged as one:\n%s", out.String())
 	}
 }
