@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +95,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	redop := fs.String("redop", "sum", "reduction: sum, prod, min, max, avg, band, bor, bxor")
 	fs.IntVar(&cfg.root, "root", 0, "root rank for broadcast, reduce, gather, scatter")
 	algoFlag := fs.String("algo", "", "algorithm: ring, tree, halving, doubling, ...; 'all' compares every one that implements -op; empty: the cost model picks")
-	fs.IntVar(&cfg.ranks, "n", 4, "number of ranks")
+	fs.IntVar(&cfg.ranks, "n", defaultRanks(), "number of ranks (default: one per CPU this process may use, at least 2)")
 	fs.StringVar(&cfg.transport, "transport", "tcp", "transport: tcp (one process per rank over loopback) or mem (ranks as goroutines in this process)")
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed iterations per size")
@@ -185,6 +186,29 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	return &cfg, nil
 }
 
+// cpusAvailable is the number of CPUs this process may run on: its
+// affinity mask (taskset, cgroups' cpusets, Slurm), not every CPU of the
+// machine.
+func cpusAvailable() int {
+	if cpus := allowedCPUs(); len(cpus) > 0 {
+		return len(cpus)
+	}
+	return runtime.NumCPU()
+}
+
+// defaultRanks is -n's default: a rank per available CPU, as many ranks as
+// the machine runs at once, and at least 2, so that there is communication
+// to measure.
+func defaultRanks() int { return max(2, cpusAvailable()) }
+
+// plural is "1 CPU", "2 CPUs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 func needsOp(op string) bool {
 	return op == "allreduce" || op == "reducescatter" || op == "reduce"
 }
@@ -238,6 +262,11 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		fmt.Fprintln(stderr, "goccl bench:", err)
 		return 2
+	}
+	if os.Getenv(benchWorkerEnv) == "" {
+		if cpus := cpusAvailable(); cfg.ranks > cpus {
+			fmt.Fprintf(stderr, "goccl bench: %d ranks on %s: ranks take turns on the CPUs, so the figures are lower than with a CPU per rank\n", cfg.ranks, plural(cpus, "CPU"))
+		}
 	}
 	var results []result
 	switch {

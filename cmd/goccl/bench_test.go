@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -208,5 +212,36 @@ func TestBenchReportUnitsAndAverages(t *testing.T) {
 	}
 	if !strings.HasSuffix(out.String(), "\n# avg busbw: 2.000 GB/s\n") {
 		t.Errorf("the cost model's picks are not averaged as one:\n%s", out.String())
+	}
+}
+
+// -n defaults to a rank per CPU this process may use, at least 2, and the
+// bench says so when it runs more ranks than there are CPUs.
+func TestBenchDefaultRanksAndOversubscription(t *testing.T) {
+	cpus := len(allowedCPUs())
+	if cpus == 0 {
+		cpus = runtime.NumCPU()
+	}
+	cfg, err := parseBenchFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := max(2, cpus); cfg.ranks != want {
+		t.Errorf("default -n = %d, want %d (%d CPUs available)", cfg.ranks, want, cpus)
+	}
+	run := func(n int) string {
+		var out, errb bytes.Buffer
+		args := []string{"-transport", "mem", "-n", strconv.Itoa(n), "-b", "8", "-e", "8", "-w", "0", "-iters", "1", "-q"}
+		if code := benchMain(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("-n %d: exit %d: %s", n, code, errb.String())
+		}
+		return errb.String()
+	}
+	note := fmt.Sprintf("goccl bench: %d ranks on %s: ", cpus+1, plural(cpus, "CPU"))
+	if got := run(cpus + 1); !strings.Contains(got, note) {
+		t.Errorf("-n %d on %d CPUs: stderr %q, want it to contain %q", cpus+1, cpus, got, note)
+	}
+	if got := run(cpus); strings.Contains(got, "ranks on") {
+		t.Errorf("-n %d on %d CPUs: stderr %q, want no note", cpus, cpus, got)
 	}
 }

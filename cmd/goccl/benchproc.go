@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 
 	"github.com/goccl/goccl"
@@ -35,7 +36,9 @@ func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout
 	errs := make([]error, cfg.ranks)
 	var wg sync.WaitGroup
 	for r := 0; r < cfg.ranks; r++ {
-		cmd := exec.CommandContext(ctx, exe, append([]string{"bench"}, args...)...)
+		// -n goes first and explicitly: a rank bound to its share of the
+		// CPUs would count fewer CPUs, and so another default -n.
+		cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "-n", strconv.Itoa(cfg.ranks)}, args...)...)
 		cmd.Env = append(rankEnv(rc, r), benchWorkerEnv+"=1")
 		cmd.Stderr = stderr
 		if r == 0 {
