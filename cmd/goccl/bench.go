@@ -350,11 +350,10 @@ func benchLocal(ctx context.Context, cfg *benchConfig, stderr io.Writer) ([]resu
 // rank returns the same rows.
 func benchRank(ctx context.Context, c *goccl.Comm, cfg *benchConfig, progress io.Writer) ([]result, error) {
 	var rows []result
-	began := time.Now()
-	lastShown := began
 	sizes := cfg.sizes()
 	total := len(sizes) * len(cfg.algos)
 	done := 0
+	prog := newProgress(progress)
 	for _, a := range cfg.algos {
 		if err := c.SetAlgorithm(a); err != nil {
 			return nil, err
@@ -366,16 +365,73 @@ func benchRank(ctx context.Context, c *goccl.Comm, cfg *benchConfig, progress io
 			}
 			rows = append(rows, row)
 			done++
-			if progress != nil && time.Since(began) > 3*time.Second && time.Since(lastShown) > time.Second {
-				lastShown = time.Now()
-				fmt.Fprintf(progress, "\rgoccl bench: %d/%d sizes done (%s)   ", done, total, time.Since(began).Round(time.Second))
-			}
+			prog.update(done, total)
 		}
 	}
-	if progress != nil && time.Since(began) > 3*time.Second {
-		fmt.Fprintln(progress)
-	}
+	prog.finish()
 	return rows, nil
+}
+
+// progress shows how far a bench that has run a while has got. On a
+// terminal one line is rewritten in place with \r every second; anywhere
+// else (a file, a pipe, a CI log) whole lines are written, every 10
+// seconds, so that the log holds no \r.
+type progress struct {
+	w           io.Writer
+	tty         bool
+	after       time.Duration // quiet until the bench has run this long
+	every       time.Duration // between updates
+	began, last time.Time
+	shown       bool
+}
+
+// newProgress returns the progress shown on w, or nil (which shows
+// nothing) if w is nil.
+func newProgress(w io.Writer) *progress {
+	if w == nil {
+		return nil
+	}
+	p := &progress{w: w, tty: isTerminal(w), after: 3 * time.Second, every: 10 * time.Second, began: time.Now()}
+	if p.tty {
+		p.every = time.Second
+	}
+	return p
+}
+
+// isTerminal reports whether w is a terminal: a character device (or
+// /dev/null, which is one too and where a \r harms nothing), not a file
+// or a pipe.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progress) update(done, total int) {
+	if p == nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(p.began) < p.after || (p.shown && now.Sub(p.last) < p.every) {
+		return
+	}
+	p.last, p.shown = now, true
+	msg := fmt.Sprintf("goccl bench: %d/%d sizes done (%s)", done, total, now.Sub(p.began).Round(time.Second))
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s   ", msg)
+	} else {
+		fmt.Fprintln(p.w, msg)
+	}
+}
+
+// finish ends the line that update rewrote on a terminal.
+func (p *progress) finish() {
+	if p != nil && p.tty && p.shown {
+		fmt.Fprintln(p.w)
+	}
 }
 
 func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algorithm, size int64) (result, error) {

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl/commslog"
 )
@@ -243,5 +245,40 @@ func TestBenchDefaultRanksAndOversubscription(t *testing.T) {
 	}
 	if got := run(cpus); strings.Contains(got, "ranks on") {
 		t.Errorf("-n %d on %d CPUs: stderr %q, want no note", cpus, cpus, got)
+	}
+}
+
+// The progress indicator rewrites its line with \r on a terminal only: to
+// a file or a pipe it writes whole lines.
+func TestBenchProgressNoCarriageReturnOffTerminal(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, out := range []io.Writer{f, w, &bytes.Buffer{}} {
+		if p := newProgress(out); p.tty {
+			t.Errorf("%T is taken for a terminal", out)
+		}
+	}
+	for _, tty := range []bool{false, true} {
+		var buf bytes.Buffer
+		p := &progress{w: &buf, tty: tty, began: time.Now()}
+		p.update(1, 3)
+		p.update(2, 3)
+		p.finish()
+		got := buf.String()
+		if tty != strings.Contains(got, "\r") || !strings.HasSuffix(got, "\n") || !strings.Contains(got, "2/3 sizes done") {
+			t.Errorf("terminal=%v: progress %q", tty, got)
+		}
+		if !tty && strings.Count(got, "\n") != 2 {
+			t.Errorf("off a terminal: progress %q, want a line per update", got)
+		}
 	}
 }
