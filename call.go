@@ -51,6 +51,9 @@ func (k *call) exec(ctx context.Context) error {
 	if err := c.usable(k.op); err != nil {
 		return err
 	}
+	if k.p != nil {
+		defer k.finish()
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
 	log := c.shared.log
@@ -87,6 +90,16 @@ func (k *call) exec(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// finish marks the call finished on this rank and sweeps the messages
+// left under the calls that are now retired (stray.go).
+func (k *call) finish() {
+	c := k.c
+	from, to := c.track.finish(uint64(k.p.tag) & (tagP2P - 1))
+	if to > from && c.shared.aborted.Load() == nil {
+		c.retire(from, to)
+	}
 }
 
 // lift brings the *Error that an algorithm's wrapping hides to the front,

@@ -128,7 +128,7 @@ func (k *call) agree(count int, redop reduceop.Op, root int) *call {
 // peers takes the call's tag (fixing its order among collectives) and
 // returns the algo.Peers it runs on.
 func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) error) *peers {
-	p := &peers{c: c, op: k.op, tag: c.nextTag(), elem: dt.Size(), reduce: reduce}
+	p := &peers{c: c, op: k.op, tag: c.order(), elem: dt.Size(), reduce: reduce}
 	if !c.opts.noCheck {
 		p.check = true
 		p.fp = makeFingerprint(k, c.id, p.tag)

@@ -45,6 +45,7 @@ type Comm struct {
 	opts   options
 
 	seq      atomic.Uint64 // collectives started on this group
+	track    callTrack     // which of them are finished (stray.go)
 	children atomic.Uint64 // groups created from this one
 	closed   atomic.Bool
 }
@@ -56,6 +57,8 @@ type shared struct {
 	lost     atomic.Int64                // world rank blamed for the abort, or -1
 	blamed   atomic.Pointer[blamed]      // whom every failed call names (verdict.go)
 	history  history                     // this rank's recent calls (verdict.go)
+	groups   sync.Map                    // group id -> *Comm of this rank (stray.go)
+	strays   transport.StrayReporter     // ep's, or nil
 	notices  notices                     // posted abort-notice receives (blame.go)
 	wg       sync.WaitGroup              // the notice listener
 	aborted  atomic.Pointer[error]
@@ -164,6 +167,11 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.lost.Store(-1)
 	sh.closed = make(chan struct{})
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
+	sh.groups.Store(uint64(0), c)
+	if sr, ok := ep.(transport.StrayReporter); ok {
+		sr.OnStray(sh.finished, sh.stray)
+		sh.strays = sr
+	}
 	if n, ok := ep.(transport.PeerLossNotifier); ok {
 		// A lost peer aborts the communicator at once, so that every call
 		// waiting on anyone, not only on that peer, fails naming it.

@@ -59,6 +59,9 @@ func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
 
 // String describes the call a fingerprint stands for, as an error shows it.
 func (f fingerprint) String() string {
+	if f[0] == 'G' && f[1] == 'S' {
+		return strayString(f)
+	}
 	if f[0] == 'G' && f[1] == 'L' {
 		return fmt.Sprintf("no collective: it closed its communicator after %d calls", binary.LittleEndian.Uint64(f[24:]))
 	}

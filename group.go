@@ -45,7 +45,9 @@ func (c *Comm) child(members []int) *Comm {
 	if me < 0 {
 		return nil
 	}
-	return &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts}
+	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts}
+	c.shared.groups.LoadOrStore(g.id, g) // a hash collision keeps the first
+	return g
 }
 
 // NoColor is the Split color of ranks that join no group.

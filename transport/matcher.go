@@ -23,6 +23,53 @@ import (
 // (except by a caller that took a receive out with Claim, which owns it).
 type Matcher struct {
 	peers []peerState
+	// Stray messages (StrayReporter): set once by SetStray, before traffic.
+	finished func(Tag) bool
+	report   func(from int, tag Tag, head []byte)
+}
+
+// SetStray sets the test for finished tags and the report of messages
+// dropped because of it (see StrayReporter). Call it before any traffic.
+func (m *Matcher) SetStray(finished func(Tag) bool, report func(from int, tag Tag, head []byte)) {
+	m.finished, m.report = finished, report
+}
+
+// Retire drops the messages queued under tag from every peer and reports
+// each (see StrayReporter).
+func (m *Matcher) Retire(tag Tag) {
+	if m.report == nil {
+		return
+	}
+	for from := range m.peers {
+		p := &m.peers[from]
+		p.mu.Lock()
+		q := p.tags[tag]
+		if q == nil || q.unexp.len() == 0 {
+			p.mu.Unlock()
+			continue
+		}
+		var strays []message
+		for q.unexp.len() > 0 {
+			strays = append(strays, q.unexp.pop())
+		}
+		p.release(tag, q)
+		p.mu.Unlock()
+		for _, msg := range strays {
+			m.stray(from, tag, msg)
+		}
+	}
+}
+
+// stray reports a dropped message and lets go of its bytes.
+func (m *Matcher) stray(from int, tag Tag, msg message) {
+	head := append([]byte(nil), msg.data[:min(len(msg.data), StrayHead)]...)
+	switch {
+	case msg.done != nil:
+		msg.done(nil) // the sender's part is over; the report says the rest
+	case msg.owned:
+		scratch.Put(msg.data)
+	}
+	m.report(from, tag, head)
 }
 
 type peerState struct {
@@ -230,6 +277,12 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 		} else if !mustCopy {
 			scratch.Put(data) // DeliverOwned's buffer, copied
 		}
+		return nil
+	}
+	if m.finished != nil && m.finished(tag) {
+		p.release(tag, q)
+		p.mu.Unlock()
+		m.stray(from, tag, message{data: data, done: done, owned: done == nil && !mustCopy})
 		return nil
 	}
 	if mustCopy {

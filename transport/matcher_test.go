@@ -338,3 +338,39 @@ func BenchmarkMatcherDeliverThenPost(b *testing.B) {
 		m.Post(1, 3, buf).Wait(ctx)
 	}
 }
+
+// A message under a finished tag is dropped and reported, whether it
+// arrives after the tag is finished or was queued when it is retired;
+// other tags, and messages that find a posted receive, are not touched.
+func TestMatcherStray(t *testing.T) {
+	m := NewMatcher(2)
+	type report struct {
+		from int
+		tag  Tag
+		head string
+	}
+	var got []report
+	done := map[Tag]bool{}
+	m.SetStray(func(tag Tag) bool { return done[tag] }, func(from int, tag Tag, head []byte) {
+		got = append(got, report{from, tag, string(head)})
+	})
+	m.Deliver(1, 7, []byte("early, then retired"))
+	m.Deliver(1, 8, []byte("another tag"))
+	done[7] = true
+	m.Retire(7)
+	m.Deliver(1, 7, []byte("late"))
+	r := m.Post(1, 9, make([]byte, 4))
+	done[9] = true
+	m.Deliver(1, 9, []byte("mine")) // a posted receive takes it
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []report{{1, 7, "early, then retired"}, {1, 7, "late"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("reports %+v, want %+v", got, want)
+	}
+	b := make([]byte, len("another tag"))
+	if err := m.Post(1, 8, b).Wait(context.Background()); err != nil || string(b) != "another tag" {
+		t.Fatalf("tag 8: %q, %v", b, err)
+	}
+}

@@ -52,6 +52,27 @@ type PeerLossNotifier interface {
 	OnPeerLoss(f func(*PeerError))
 }
 
+// StrayReporter is an optional capability of an Endpoint: its owner says
+// which tags are finished (no receive will be posted under them again),
+// and a message that arrives under a finished tag, or that is still
+// queued under a tag when the owner retires it, is dropped and reported
+// instead of waiting for ever in the unexpected-message queue. A message
+// that nobody will receive means the two ranks disagree about what the
+// call under that tag was; goccl turns the report into ErrMismatch.
+type StrayReporter interface {
+	// OnStray sets the test for finished tags and the report; call it once,
+	// before any traffic. finished is called while a peer's queue is
+	// locked and must be quick and must not block. report is called with
+	// no lock held, from a transport goroutine or from Retire, with a copy
+	// of the message's first bytes (at most StrayHead); it must not block.
+	OnStray(finished func(Tag) bool, report func(from int, tag Tag, head []byte))
+	// Retire drops and reports the messages queued under tag.
+	Retire(tag Tag)
+}
+
+// StrayHead is how many leading bytes of a stray message are reported.
+const StrayHead = 32
+
 // Request is a pending Isend or Irecv.
 type Request interface {
 	// Wait blocks until the request completes or ctx ends. If ctx ends first

@@ -140,7 +140,18 @@ type endpoint struct {
 	sent   atomic.Int64
 }
 
-var _ transport.Endpoint = (*endpoint)(nil)
+var (
+	_ transport.Endpoint      = (*endpoint)(nil)
+	_ transport.StrayReporter = (*endpoint)(nil)
+)
+
+// OnStray implements transport.StrayReporter.
+func (e *endpoint) OnStray(finished func(transport.Tag) bool, report func(from int, tag transport.Tag, head []byte)) {
+	e.m.SetStray(finished, report)
+}
+
+// Retire implements transport.StrayReporter.
+func (e *endpoint) Retire(tag transport.Tag) { e.m.Retire(tag) }
 
 func (e *endpoint) Rank() int { return e.rank }
 func (e *endpoint) Size() int { return len(e.mesh.eps) }

@@ -49,7 +49,18 @@ type endpoint struct {
 	onLoss     atomic.Pointer[func(*transport.PeerError)]
 }
 
-var _ transport.Endpoint = (*endpoint)(nil)
+var (
+	_ transport.Endpoint      = (*endpoint)(nil)
+	_ transport.StrayReporter = (*endpoint)(nil)
+)
+
+// OnStray implements transport.StrayReporter.
+func (e *endpoint) OnStray(finished func(transport.Tag) bool, report func(from int, tag transport.Tag, head []byte)) {
+	e.m.SetStray(finished, report)
+}
+
+// Retire implements transport.StrayReporter.
+func (e *endpoint) Retire(tag transport.Tag) { e.m.Retire(tag) }
 
 type sendOp struct {
 	tag transport.Tag

@@ -1,0 +1,138 @@
+package goccl
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Stray messages. Every message of a collective travels under the call's
+// tag, which holds the group's id and the call's sequence number, in the
+// frame header of every message (not only in the first, which also
+// carries the fingerprint). In a program where the ranks agree, a rank
+// receives every message sent to it under a call's tag before that call
+// returns. So a message that arrives under the tag of a call this rank
+// has already finished, or is still queued under it when the call ends,
+// is proof that the sender's call differs from this rank's: a rank that
+// skipped a call, or made an extra one, sends under a number its peer has
+// used for another call. Such cases slip past the fingerprint when the
+// rank they concern receives nothing from the other side in that call (a
+// broadcast's root, a gather's leaf, a call of zero elements), and would
+// otherwise end only at the timeout. The receiver fails at once with
+// ErrMismatch naming the sender and both calls ("this rank called
+// gather(...) #4, peer 0 called reduce_scatter(...) #4"), and its abort
+// notice tells the others.
+//
+// A call is finished for this purpose once it and every call ordered
+// before it on its communicator have returned (async calls may end out
+// of order). The transport keeps the test (transport.StrayReporter).
+
+// callTrack follows which of a communicator's calls are finished.
+type callTrack struct {
+	mu       sync.Mutex
+	inflight []uint64 // ordered, not yet finished (a few at most)
+	last     uint64   // the highest sequence number ordered
+	retired  atomic.Uint64
+}
+
+// order takes the call's tag and counts it in flight, as one step, so
+// that no call is ever counted finished before it is ordered.
+func (c *Comm) order() transport.Tag {
+	t := &c.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tag := c.nextTag()
+	t.last = uint64(tag) & (tagP2P - 1)
+	t.inflight = append(t.inflight, t.last)
+	return tag
+}
+
+// finish marks the call seq finished and returns the sequence numbers
+// that this makes retired: (from, to].
+func (t *callTrack) finish(seq uint64) (from, to uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.inflight, seq); i >= 0 {
+		t.inflight = slices.Delete(t.inflight, i, i+1)
+	}
+	to = t.last
+	if len(t.inflight) > 0 {
+		to = slices.Min(t.inflight) - 1
+	}
+	from = t.retired.Load()
+	if to > from {
+		t.retired.Store(to)
+	}
+	return from, to
+}
+
+// finished reports whether the call a collective's tag names is over on
+// this rank (transport.StrayReporter's test).
+func (sh *shared) finished(tag transport.Tag) bool {
+	t := uint64(tag)
+	if t&tagP2P != 0 {
+		return false // point-to-point: the user's tags
+	}
+	v, ok := sh.groups.Load(t >> tagGroupShift)
+	if !ok {
+		return false // a notice, or a group this rank is not in
+	}
+	seq := t & (tagP2P - 1)
+	return seq > 0 && seq <= v.(*Comm).track.retired.Load()
+}
+
+// retire sweeps the messages left under the tags of the calls (from, to]
+// of c: each is a stray.
+func (c *Comm) retire(from, to uint64) {
+	sr := c.shared.strays
+	if sr == nil {
+		return
+	}
+	for seq := from + 1; seq <= to; seq++ {
+		sr.Retire(transport.Tag(c.id<<tagGroupShift | seq))
+	}
+}
+
+// stray turns a message nobody will receive into the mismatch it shows,
+// and aborts the communicator with it. It runs on a transport goroutine.
+func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
+	v, ok := sh.groups.Load(uint64(tag) >> tagGroupShift)
+	if !ok {
+		return
+	}
+	c := v.(*Comm)
+	peer := slices.Index(c.ranks, from)
+	if peer < 0 || sh.aborted.Load() != nil {
+		return
+	}
+	seq := uint64(tag) & (tagP2P - 1)
+	var probe fingerprint
+	probe[0], probe[1] = 'G', 'F'
+	binary.LittleEndian.PutUint32(probe[12:], uint32(c.id))
+	binary.LittleEndian.PutUint64(probe[24:], seq)
+	mine, _ := sh.history.find(probe)
+	var theirs fingerprint
+	copy(theirs[:], head)
+	if theirs[0] != 'G' || theirs[1] != 'F' || !sameCall(theirs, probe) {
+		// Not the call's first message: say what is known.
+		theirs = probe
+		theirs[1] = 'S'
+	}
+	op := "collective"
+	if i := int(mine[2]) - 1; mine[0] == 'G' && i >= 0 && i < len(fpOps) {
+		op = fpOps[i]
+	}
+	err := &Error{Op: op, Rank: c.rank, Peer: peer, Dir: "<-",
+		Err: &mismatchError{mine: mine, theirs: theirs, peer: peer}}
+	go c.abort(err)
+}
+
+// strayString describes a stray message that was not its call's first.
+func strayString(f fingerprint) string {
+	return fmt.Sprintf("a message for call #%d, which this rank had finished without expecting it",
+		binary.LittleEndian.Uint64(f[24:]))
+}
