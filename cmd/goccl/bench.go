@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,68 @@ var benchOps = map[string]struct {
 	"onebit": {0, commslog.AllReduce},
 }
 
+// benchOpNames lists benchOps in the order -op's help names them.
+var benchOpNames = []string{"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter", "sendrecv", "onebit"}
+
+// names is xs's names, comma-separated.
+func names[T fmt.Stringer](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func algoNames(xs []algo.Algorithm) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// benchAlgorithms lists the algorithm families of every -op, in
+// algo.Algorithms order.
+func benchAlgorithms() []algo.Algorithm {
+	var out []algo.Algorithm
+	for _, a := range algo.Algorithms {
+		for _, op := range benchOpNames {
+			if slices.Contains(opAlgorithms(op), a) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// opAlgorithms lists the algorithm families that implement -op op.
+func opAlgorithms(op string) []algo.Algorithm {
+	var out []algo.Algorithm
+	if coll := benchOps[op].coll; coll != 0 {
+		for _, a := range algo.Algorithms {
+			if algo.Implements(a, coll) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+const benchUsage = `usage: goccl bench [flags]
+
+Measures one collective across ranks, as nccl-tests does: for each message
+size from -b to -e, -w warm-up calls, then -iters calls timed back to back.
+The table shows their average time, algbw (size / time) and busbw (algbw
+scaled to the bytes each rank's link carries, comparable across rank
+counts). -check validates one more call, untimed, after the timed ones
+against a sequential reference (the #wrong column), so it does not change
+the figures. By default the ranks are processes of this binary over TCP
+loopback, one per CPU this process may use (at least 2).
+
+flags:
+`
+
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
 	switch {
@@ -86,20 +149,25 @@ func parseSize(s string) (int64, error) {
 func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
 	var cfg benchConfig
 	minB := fs.String("b", "8", "smallest message size in bytes (suffix K, M or G)")
 	maxB := fs.String("e", "64M", "largest message size in bytes (suffix K, M or G)")
 	fs.Int64Var(&cfg.factor, "f", 2, "multiply the size by this factor between steps")
-	fs.StringVar(&cfg.op, "op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv")
-	dtype := fs.String("dtype", "float32", "element type: float32, float64, float16, bfloat16, int8, uint8, int32, int64")
-	redop := fs.String("redop", "sum", "reduction: sum, prod, min, max, avg, band, bor, bxor")
+	fs.StringVar(&cfg.op, "op", "allreduce", "collective: "+strings.Join(benchOpNames[:len(benchOpNames)-2], ", ")+
+		", sendrecv (each rank sends to the next), onebit (DeepSpeed's 1-bit compressed allreduce, float32; package onebit)")
+	dtype := fs.String("dtype", "float32", "element type: "+names(reduceop.DTypes))
+	redop := fs.String("redop", "sum", "reduction: "+names(reduceop.Ops)+" (avg on floats only, band/bor/bxor on integers only)")
 	fs.IntVar(&cfg.root, "root", 0, "root rank for broadcast, reduce, gather, scatter")
-	algoFlag := fs.String("algo", "", "algorithm: ring, tree, halving, doubling, ...; 'all' compares every one that implements -op; empty: the cost model picks")
-	fs.IntVar(&cfg.ranks, "n", defaultRanks(), "number of ranks (default: one per CPU this process may use, at least 2)")
+	algoFlag := fs.String("algo", "", "algorithm family: "+algoNames(benchAlgorithms())+"; all: every one that implements -op, one after the other; empty: the cost model picks per size")
+	fs.IntVar(&cfg.ranks, "n", defaultRanks(), "number of ranks: by default one per CPU this process may use, at least 2")
 	fs.StringVar(&cfg.transport, "transport", "tcp", "transport: tcp (one process per rank over loopback) or mem (ranks as goroutines in this process)")
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed iterations per size")
-	fs.BoolVar(&cfg.check, "check", false, "validate every result against a sequential reference (#wrong column)")
+	fs.BoolVar(&cfg.check, "check", false, "after the timed calls, validate one more against a sequential reference (#wrong column); the figures do not change")
 	fs.StringVar(&cfg.format, "format", "table", "output format: table, csv or json")
 	fs.StringVar(&cfg.plot, "plot", "", "write busbw against size to this SVG file")
 	fs.BoolVar(&cfg.mismatchCheck, "mismatch-check", true, "send the collective fingerprint that catches ranks that disagree (off: measure its cost)")
@@ -109,6 +177,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q (goccl bench takes flags only)", fs.Args())
 	}
 	var err error
 	if cfg.minBytes, err = parseSize(*minB); err != nil {
@@ -129,15 +200,14 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	if cfg.iters < 1 || cfg.warmup < 0 {
 		return nil, fmt.Errorf("-iters must be >= 1 and -w >= 0")
 	}
-	bop, ok := benchOps[cfg.op]
-	if !ok {
-		return nil, fmt.Errorf("unknown -op %q", cfg.op)
+	if _, ok := benchOps[cfg.op]; !ok {
+		return nil, fmt.Errorf("unknown -op %q (want one of %s)", cfg.op, strings.Join(benchOpNames, ", "))
 	}
 	if cfg.dtype, err = reduceop.ParseDType(*dtype); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("unknown -dtype %q (want one of %s)", *dtype, names(reduceop.DTypes))
 	}
 	if cfg.redop, err = reduceop.ParseOp(*redop); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("unknown -redop %q (want one of %s)", *redop, names(reduceop.Ops))
 	}
 	if needsOp(cfg.op) {
 		if err := reduceop.Check(cfg.redop, cfg.dtype); err != nil {
@@ -153,22 +223,26 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	if cfg.op == "sendrecv" && cfg.ranks < 2 {
 		return nil, errors.New("-op sendrecv needs -n 2 or more")
 	}
+	valid := opAlgorithms(cfg.op)
 	switch *algoFlag {
 	case "":
 		cfg.algos = []algo.Algorithm{""}
 	case "all":
-		for _, a := range algo.Algorithms {
-			if algo.Implements(a, bop.coll) {
-				cfg.algos = append(cfg.algos, a)
-			}
-		}
+		cfg.algos = valid
 		if len(cfg.algos) == 0 {
 			cfg.algos = []algo.Algorithm{""}
 		}
 	default:
-		a := algo.Algorithm(*algoFlag)
-		if !algo.Implements(a, bop.coll) {
-			return nil, fmt.Errorf("-algo %s does not implement %s", a, cfg.op)
+		choices := "it has one algorithm: leave -algo out"
+		if len(valid) > 0 {
+			choices = "want " + algoNames(valid) + ", all, or no -algo for the cost model's choice"
+		}
+		a, err := algo.ParseAlgorithm(*algoFlag)
+		if err != nil {
+			return nil, fmt.Errorf("unknown -algo %q (for -op %s: %s)", *algoFlag, cfg.op, choices)
+		}
+		if !algo.Implements(a, benchOps[cfg.op].coll) {
+			return nil, fmt.Errorf("-algo %s does not implement %s (%s)", a, cfg.op, choices)
 		}
 		cfg.algos = []algo.Algorithm{a}
 	}
@@ -181,7 +255,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	switch cfg.format {
 	case "table", "csv", "json":
 	default:
-		return nil, fmt.Errorf("unknown -format %q", cfg.format)
+		return nil, fmt.Errorf("unknown -format %q (table, csv or json)", cfg.format)
 	}
 	return &cfg, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,4 +282,47 @@ func TestBenchProgressNoCarriageReturnOffTerminal(t *testing.T) {
 			t.Errorf("off a terminal: progress %q, want a line per update", got)
 		}
 	}
+}
+
+// Unknown -op, -dtype, -redop and -algo values are answered with the
+// valid ones; -op's help names every op, onebit included.
+func TestBenchFlagErrorsListValidValues(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-op", "nope"}, []string{"allreduce", "sendrecv", "onebit"}},
+		{[]string{"-dtype", "float128"}, []string{"float32", "bfloat16", "int64"}},
+		{[]string{"-redop", "nope"}, []string{"sum", "avg", "bxor"}},
+		{[]string{"-algo", "nope"}, []string{"ring", "tree", "halving", "doubling", "all"}},
+		{[]string{"-op", "alltoall", "-algo", "ring"}, []string{"pairwise"}},
+	} {
+		var out, errb bytes.Buffer
+		if code := benchMain(context.Background(), c.args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", c.args, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("%v: error %q does not name %s", c.args, errb.String(), w)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	benchMain(context.Background(), []string{"-h"}, &out, &errb)
+	for op := range benchOps {
+		if !slices.Contains(benchOpNames, op) {
+			t.Errorf("-op %s is missing from benchOpNames", op)
+		}
+	}
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "collective: ") {
+			for _, op := range benchOpNames {
+				if !strings.Contains(line, op) {
+					t.Errorf("-op's help does not name %s: %s", op, line)
+				}
+			}
+			return
+		}
+	}
+	t.Errorf("no -op help in:\n%s", errb.String())
 }

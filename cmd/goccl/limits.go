@@ -18,6 +18,16 @@ import (
 	"github.com/goccl/goccl/reduceop"
 )
 
+const limitsUsage = `usage: goccl limits [flags]
+
+Measures the limits of this machine that goccl's figures compare with:
+memory copy and float32 add bandwidth, single-stream TCP loopback
+throughput one way and both ways at once, and the 1-byte loopback round
+trip. Each figure is the median of -runs runs.
+
+flags:
+`
+
 // limitsMain runs `goccl limits`: the physical limits that goccl's figures
 // are compared against, measured on this machine: memory copy bandwidth,
 // float32 add bandwidth, single-stream TCP loopback throughput one way and
@@ -28,11 +38,22 @@ import (
 func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("limits", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, limitsUsage)
+		fs.PrintDefaults()
+	}
 	size := fs.String("size", "64M", "buffer and message size for the bandwidth figures")
 	runs := fs.Int("runs", 7, "runs per figure (the median is reported)")
 	serve := fs.Bool("loopback-serve", false, "internal: answer the loopback tests (the passive process)")
 	measure := fs.String("loopback-measure", "", "internal: run the loopback tests against this address")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "goccl limits: unexpected arguments %q (goccl limits takes flags only)\n", fs.Args())
 		return 2
 	}
 	n, err := parseSize(*size)
