@@ -535,9 +535,15 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 	// -check validates one more call, untimed, as nccl-tests does: the
 	// inputs are refilled first (the in-place collectives left the sums of
 	// every earlier call in them), then the result is compared with the
-	// sequential reference.
+	// sequential reference. The barrier keeps a rank that finished its
+	// timed calls first from refilling while another's are still timed:
+	// ranks that share CPUs (-transport mem, or more ranks than CPUs) would
+	// otherwise time the refill too (10-40% on a loaded 2-core machine).
 	var wrong int64
 	if cfg.check {
+		if err := c.Barrier(ctx); err != nil {
+			return result{}, err
+		}
 		b.reset()
 		if err := b.run(ctx, c); err != nil {
 			return result{}, err

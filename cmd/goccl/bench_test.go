@@ -100,9 +100,11 @@ func TestParseSize(t *testing.T) {
 // -check validates one call after the timed ones, as nccl-tests does, so
 // it must not change the time. With the validation inside the timed loop
 // (before issue 14) a 1 MiB allreduce of 2 ranks over mem took about 20x
-// as long with -check (1500-1570 us against 72-83 us). Runs with and
-// without -check alternate, and their medians must agree within 2x: wide
-// enough for a loaded 2-core machine and -race, far below the old gap.
+// as long with -check (1470-1710 us against 71-93 us). Runs with and
+// without -check alternate, and the fastest of each must agree within 2x:
+// a busy machine only ever adds time, so the fastest run is the least
+// disturbed one (the medians of 7 ranged 0.6-1.2x with a CPU hog on the
+// 2-core machine, the fastest 0.92-1.06x), and 2x is far below the old gap.
 func TestBenchCheckDoesNotChangeTiming(t *testing.T) {
 	timeOf := func(check bool) float64 {
 		t.Helper()
@@ -125,10 +127,11 @@ func TestBenchCheckDoesNotChangeTiming(t *testing.T) {
 		without = append(without, timeOf(false))
 		with = append(with, timeOf(true))
 	}
-	w, wo := median(with), median(without)
-	t.Logf("median time: %.1f us with -check, %.1f us without (ratio %.2f)", w, wo, w/wo)
+	w, wo := slices.Min(with), slices.Min(without)
+	t.Logf("fastest of 7: %.1f us with -check, %.1f us without (ratio %.2f); medians %.1f and %.1f us",
+		w, wo, w/wo, median(slices.Clone(with)), median(slices.Clone(without)))
 	if r := w / wo; r > 2 || r < 0.5 {
-		t.Errorf("-check changes the time %.2fx: %.1f us with, %.1f us without (runs: %v against %v)", r, w, wo, with, without)
+		t.Errorf("-check changes the time %.2fx: fastest %.1f us with, %.1f us without (runs: %v against %v)", r, w, wo, with, without)
 	}
 }
 
