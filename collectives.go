@@ -122,6 +122,7 @@ func (c *Comm) newCall(op string, dt reduceop.DType, bytes int, a algo.Algorithm
 // agree sets what the fingerprint makes every rank agree on.
 func (k *call) agree(count int, redop reduceop.Op, root int) *call {
 	k.count, k.redop, k.root = int64(count), redop, root
+	k.silent = count == 0
 	return k
 }
 

@@ -183,7 +183,9 @@ func (p *peers) describe() string {
 }
 
 // rootChecked runs a rooted collective (broadcast, reduce, gather,
-// scatter) with a ring of fingerprints beside it.
+// scatter), or one of zero elements, with a ring of fingerprints beside
+// it. (A call of zero elements sends nothing, so a rank that made another
+// call in its place would wait on it until the timeout.)
 //
 // In a rooted collective some ranks receive nothing: the root of a
 // broadcast or a scatter, the leaves of a reduce or a gather. A rank that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/internal/scratch"
 )
@@ -23,21 +24,26 @@ import (
 // (except by a caller that took a receive out with Claim, which owns it).
 type Matcher struct {
 	peers []peerState
-	// Stray messages (StrayReporter): set once by SetStray, before traffic.
+	hooks atomic.Pointer[strayHooks] // set by SetStray, possibly after traffic began
+}
+
+type strayHooks struct {
 	finished func(Tag) bool
 	report   func(from int, tag Tag, head []byte)
 }
 
 // SetStray sets the test for finished tags and the report of messages
-// dropped because of it (see StrayReporter). Call it before any traffic.
+// dropped because of it (see StrayReporter). Messages that arrived before
+// it are not looked at until Retire.
 func (m *Matcher) SetStray(finished func(Tag) bool, report func(from int, tag Tag, head []byte)) {
-	m.finished, m.report = finished, report
+	m.hooks.Store(&strayHooks{finished, report})
 }
 
 // Retire drops the messages queued under tag from every peer and reports
 // each (see StrayReporter).
 func (m *Matcher) Retire(tag Tag) {
-	if m.report == nil {
+	h := m.hooks.Load()
+	if h == nil {
 		return
 	}
 	for from := range m.peers {
@@ -55,13 +61,13 @@ func (m *Matcher) Retire(tag Tag) {
 		p.release(tag, q)
 		p.mu.Unlock()
 		for _, msg := range strays {
-			m.stray(from, tag, msg)
+			h.stray(from, tag, msg)
 		}
 	}
 }
 
 // stray reports a dropped message and lets go of its bytes.
-func (m *Matcher) stray(from int, tag Tag, msg message) {
+func (h *strayHooks) stray(from int, tag Tag, msg message) {
 	head := append([]byte(nil), msg.data[:min(len(msg.data), StrayHead)]...)
 	switch {
 	case msg.done != nil:
@@ -69,7 +75,7 @@ func (m *Matcher) stray(from int, tag Tag, msg message) {
 	case msg.owned:
 		scratch.Put(msg.data)
 	}
-	m.report(from, tag, head)
+	h.report(from, tag, head)
 }
 
 type peerState struct {
@@ -279,10 +285,10 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 		}
 		return nil
 	}
-	if m.finished != nil && m.finished(tag) {
+	if h := m.hooks.Load(); h != nil && h.finished(tag) {
 		p.release(tag, q)
 		p.mu.Unlock()
-		m.stray(from, tag, message{data: data, done: done, owned: done == nil && !mustCopy})
+		h.stray(from, tag, message{data: data, done: done, owned: done == nil && !mustCopy})
 		return nil
 	}
 	if mustCopy {

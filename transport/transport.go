@@ -60,8 +60,9 @@ type PeerLossNotifier interface {
 // that nobody will receive means the two ranks disagree about what the
 // call under that tag was; goccl turns the report into ErrMismatch.
 type StrayReporter interface {
-	// OnStray sets the test for finished tags and the report; call it once,
-	// before any traffic. finished is called while a peer's queue is
+	// OnStray sets the test for finished tags and the report; call it once
+	// (messages that arrived before are looked at only by Retire).
+	// finished is called while a peer's queue is
 	// locked and must be quick and must not block. report is called with
 	// no lock held, from a transport goroutine or from Retire, with a copy
 	// of the message's first bytes (at most StrayHead); it must not block.
