@@ -73,9 +73,9 @@ func TestWaitEndsMidFrame(t *testing.T) {
 	if err := <-w; err != nil {
 		t.Fatal(err) // the waiter read the header and 3 bytes
 	}
-	if e.peers[1].rd.f.got != 3 {
-		t.Fatalf("the waiter left %d payload bytes read, want 3", e.peers[1].rd.f.got)
-	}
+	// The waiter has handed the token to readLoop, which may be reading
+	// the frame's state now: what shows that the 3 bytes were kept is
+	// that the rest completes the receive with the right bytes, in step.
 	w = write(raw, msg[headerLen+3:])
 	select {
 	case <-r.Done():
