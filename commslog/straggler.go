@@ -37,7 +37,9 @@ const OtherOps = "other"
 // latency minus the fastest rank's. It is a collective: every rank of g
 // must call it, each with its own records (those of the communicator g
 // stands for). The ranks lay their totals out in the order of OpNames, so
-// they agree without exchanging names. Rows come in that order.
+// they agree without exchanging names. Rows come in that order. Its
+// allgather runs under Internal(ctx), so that a communicator does not log
+// it as the user's.
 func Straggler(ctx context.Context, g Gatherer, recs []Record) ([]StragglerRow, error) {
 	names := append(OpNames(), OtherOps)
 	index := make(map[string]int, len(names))
@@ -59,7 +61,7 @@ func Straggler(ctx context.Context, g Gatherer, recs []Record) ([]StragglerRow, 
 		return nil, fmt.Errorf("commslog: straggler rank %d: group size %d", g.Rank(), n)
 	}
 	recv := make([]float64, n*len(send))
-	if err := g.AllGather(ctx, send, recv); err != nil {
+	if err := g.AllGather(Internal(ctx), send, recv); err != nil {
 		return nil, fmt.Errorf("commslog: straggler allgather rank %d: %w", g.Rank(), err)
 	}
 	var rows []StragglerRow
