@@ -16,8 +16,13 @@ type Config struct {
 	// ProfAll times every op, whatever ProfOps says.
 	ProfAll bool
 	// ProfOps lists the op names to time ("all_reduce", ...). An empty list
-	// means every op, so Config{Enabled: true} times everything.
+	// means every op, so Config{Enabled: true} times everything, unless
+	// ProfOpsOnly is set.
 	ProfOps []string
+	// ProfOpsOnly makes ProfOps the whole list even when it is empty (then
+	// nothing is timed until StartProfiling), as DeepSpeed's "prof_all":
+	// false does. ParseDeepSpeed sets it from prof_all; ProfAll overrides it.
+	ProfOpsOnly bool
 	// Debug records the name of the function that called each collective.
 	Debug bool
 	// Straggler makes LogSummary add the straggler table. That table is

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,14 +37,16 @@ func (r Record) Name() string {
 
 // Logger collects Records. Its methods are safe for concurrent use and safe
 // on a nil *Logger, which, like a Logger whose Config is not Enabled, does
-// nothing. The Config is fixed when the Logger is made.
+// nothing. The Config is fixed when the Logger is made; which ops are timed
+// can change at run time (StartProfiling, StopProfiling).
 type Logger struct {
 	cfg  Config
 	on   bool
-	all  bool
-	ops  []string // ProfOps when not all; a scan beats a map for a few names
 	rank int
 	size int
+
+	prof atomic.Pointer[profSet] // read on every op; replaced, never changed
+	pmu  sync.Mutex              // serialises the writers of prof
 
 	mu     sync.Mutex
 	blocks [][]Record // full blocks of blockLen records, then a partial one
@@ -57,14 +61,25 @@ const blockLen = 512
 // Records appended without a WorldSize get rank and worldSize.
 func New(cfg Config, rank, worldSize int) *Logger {
 	cfg.ProfOps = append([]string(nil), cfg.ProfOps...)
-	l := &Logger{cfg: cfg, on: cfg.Enabled, all: cfg.ProfAll || len(cfg.ProfOps) == 0, rank: rank, size: worldSize}
-	if !l.all {
-		l.ops = cfg.ProfOps
-	}
+	l := &Logger{cfg: cfg, on: cfg.Enabled, rank: rank, size: worldSize}
+	l.prof.Store(&profSet{
+		all: cfg.ProfAll || (len(cfg.ProfOps) == 0 && !cfg.ProfOpsOnly),
+		ops: slices.Clone(cfg.ProfOps),
+	})
 	return l
 }
 
-// Config returns the logger's configuration (the zero Config for nil).
+// profSet is which ops are timed: every op when all (DeepSpeed's
+// prof_all), else those in ops (its prof_ops). A scan beats a map for a
+// few names.
+type profSet struct {
+	all bool
+	ops []string
+}
+
+// Config returns the logger's configuration as given to New (the zero
+// Config for nil). StartProfiling and StopProfiling do not change it; see
+// Profiled.
 func (l *Logger) Config() Config {
 	if l == nil {
 		return Config{}
@@ -87,15 +102,73 @@ func (l *Logger) Profiling(op string) bool {
 	if l == nil || !l.on {
 		return false
 	}
-	if l.all {
+	p := l.prof.Load()
+	if p.all {
 		return true
 	}
-	for _, o := range l.ops {
+	for _, o := range p.ops {
 		if o == op {
 			return true
 		}
 	}
 	return false
+}
+
+// StartProfiling starts timing ops at run time. With no names it times
+// every op (DeepSpeed's start_profiling_comms, prof_all = True); with names
+// it adds them to the ops timed (start_profiling_op). It does not turn on a
+// logger whose Config is not Enabled. Ops already running when it is
+// called are recorded if they are being profiled when they finish.
+func (l *Logger) StartProfiling(ops ...string) {
+	l.setProf(func(p *profSet) {
+		if len(ops) == 0 {
+			p.all = true
+			return
+		}
+		for _, op := range ops {
+			if !slices.Contains(p.ops, op) {
+				p.ops = append(p.ops, op)
+			}
+		}
+	})
+}
+
+// StopProfiling stops timing ops at run time. With no names it ends
+// "every op" (DeepSpeed's stop_profiling_comms, prof_all = False), leaving
+// only the named ops timed (none if there are none); with names it removes
+// them from the ops timed (stop_profiling_op), which does not stop them
+// while every op is timed. Records kept so far stay.
+func (l *Logger) StopProfiling(ops ...string) {
+	l.setProf(func(p *profSet) {
+		if len(ops) == 0 {
+			p.all = false
+			return
+		}
+		p.ops = slices.DeleteFunc(p.ops, func(o string) bool { return slices.Contains(ops, o) })
+	})
+}
+
+// Profiled returns which ops are timed now: all reports every op (prof_all);
+// otherwise ops lists them (prof_ops). It is (false, nil) for a nil or
+// disabled logger.
+func (l *Logger) Profiled() (all bool, ops []string) {
+	if l == nil || !l.on {
+		return false, nil
+	}
+	p := l.prof.Load()
+	return p.all, slices.Clone(p.ops)
+}
+
+func (l *Logger) setProf(change func(*profSet)) {
+	if l == nil {
+		return
+	}
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	old := l.prof.Load()
+	p := &profSet{all: old.all, ops: slices.Clone(old.ops)}
+	change(p)
+	l.prof.Store(p)
 }
 
 // Append keeps r if r.Op is being profiled. It fills in AlgBW and BusBW
