@@ -28,8 +28,14 @@ type Config struct {
 	// Straggler makes LogSummary add the straggler table. That table is
 	// found with a collective, so every rank must call LogSummary.
 	Straggler bool
-	// Units is how bandwidths are shown; the zero value is GBps.
+	// Units is how the nccl-tests style shows bandwidths; the zero value
+	// is GBps. The DeepSpeed style always shows Gbps, as DeepSpeed does.
 	Units Units
+	// Style is how summaries and Verbose lines are written: the zero value
+	// is StyleNCCLTests (nccl-tests' sizes and bus bandwidths); StyleDeepSpeed
+	// reproduces DeepSpeed's log_summary and verbose lines. ParseDeepSpeed
+	// and ParseDeepSpeedConfig default it to StyleDeepSpeed.
+	Style Style
 	// Logger receives the Verbose lines; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -43,12 +49,14 @@ const (
 	EnvDebug     = "GOCCL_COMMS_LOG_DEBUG"     // 1/true: Debug
 	EnvStraggler = "GOCCL_COMMS_LOG_STRAGGLER" // 1/true: Straggler
 	EnvUnits     = "GOCCL_COMMS_LOG_UNITS"     // GBps (default) or Gbps
+	EnvStyle     = "GOCCL_COMMS_LOG_STYLE"     // nccl-tests (default) or deepspeed
 )
 
 // ConfigFromEnv reads a Config from the GOCCL_COMMS_LOG* variables through
 // getenv (os.Getenv, or a map lookup in tests). Booleans accept 1, true,
 // yes and on (any case); anything else, or unset, is false. An unknown
-// GOCCL_COMMS_LOG_UNITS is ignored (GBps).
+// GOCCL_COMMS_LOG_UNITS is ignored (GBps), and so is an unknown
+// GOCCL_COMMS_LOG_STYLE (nccl-tests).
 func ConfigFromEnv(getenv func(string) string) Config {
 	var c Config
 	if getenv == nil {
@@ -66,6 +74,9 @@ func ConfigFromEnv(getenv func(string) string) Config {
 	}
 	if u, err := ParseUnits(strings.TrimSpace(getenv(EnvUnits))); err == nil {
 		c.Units = u
+	}
+	if st, err := ParseStyle(strings.TrimSpace(getenv(EnvStyle))); err == nil {
+		c.Style = st
 	}
 	return c
 }

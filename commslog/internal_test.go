@@ -42,14 +42,14 @@ func (g loggingGroup) AllGather(ctx context.Context, send, recv any) error {
 // TestStragglerNotRecorded: the straggler reports' allgathers run under
 // Internal, so a communicator that honours it logs nothing of theirs.
 func TestStragglerNotRecorded(t *testing.T) {
-	for _, style := range []string{"nccl-tests"} {
+	for _, style := range []Style{StyleNCCLTests, StyleDeepSpeed} {
 		const n = 2
 		g := newFakeGroup(n)
 		logs := make([]*Logger, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for r := range n {
-			logs[r] = New(Config{Enabled: true}, r, n)
+			logs[r] = New(Config{Enabled: true, Style: style}, r, n)
 			logs[r].Append(Record{Op: AllReduce, Bytes: 64, Latency: time.Millisecond})
 			wg.Add(1)
 			go func() {

@@ -175,7 +175,7 @@ func (l *Logger) setProf(change func(*profSet)) {
 // from Bytes, Latency and WorldSize (a zero WorldSize takes the logger's
 // rank and size), and with Config.Debug an empty Caller with the first
 // function on the stack outside goccl's root package and this one. With
-// Config.Verbose it writes one log line.
+// Config.Verbose it writes one log line in the Config's Style.
 func (l *Logger) Append(r Record) {
 	if !l.Profiling(r.Op) {
 		return
@@ -205,6 +205,14 @@ func (l *Logger) verbose(r Record) {
 	lg := l.cfg.Logger
 	if lg == nil {
 		lg = slog.Default()
+	}
+	if l.cfg.Style == StyleDeepSpeed {
+		// DeepSpeed logs with log_dist(..., ranks=[0]): rank 0 only, its
+		// rank in front.
+		if l.rank == 0 {
+			lg.LogAttrs(context.Background(), slog.LevelInfo, "[Rank 0] "+DeepSpeedVerboseLine(r))
+		}
+		return
 	}
 	u := l.cfg.Units
 	attrs := []slog.Attr{

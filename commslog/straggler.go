@@ -127,10 +127,20 @@ func WriteStraggler(w io.Writer, rows []StragglerRow, rank int) error {
 // table is found with an allgather over g, so then every rank of g must
 // call LogSummary with the same setting; g may be nil otherwise. Every
 // rank writes to its w; pass io.Discard on ranks that should stay quiet.
+//
+// In StyleDeepSpeed both tables are DeepSpeed's: its summary, then its
+// "Breakdown with straggler effect" (see DeepSpeedStraggler).
 func (l *Logger) LogSummary(ctx context.Context, w io.Writer, g Gatherer, straggler bool) error {
 	recs := l.Records()
 	cfg := l.Config()
-	if err := WriteSummary(w, Summarize(recs), cfg.Units); err != nil {
+	ds := cfg.Style == StyleDeepSpeed
+	var err error
+	if ds {
+		err = WriteDeepSpeedSummary(w, SummarizeDeepSpeed(recs))
+	} else {
+		err = WriteSummary(w, Summarize(recs), cfg.Units)
+	}
+	if err != nil {
 		return err
 	}
 	if !straggler && !cfg.Straggler {
@@ -138,6 +148,13 @@ func (l *Logger) LogSummary(ctx context.Context, w io.Writer, g Gatherer, stragg
 	}
 	if g == nil {
 		return fmt.Errorf("commslog: straggler report needs a Gatherer")
+	}
+	if ds {
+		rows, err := DeepSpeedStraggler(ctx, g, recs)
+		if err != nil {
+			return err
+		}
+		return WriteDeepSpeedStraggler(w, rows)
 	}
 	rows, err := Straggler(ctx, g, recs)
 	if err != nil {

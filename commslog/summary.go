@@ -29,7 +29,8 @@ const TrimFraction = 0.1
 
 // Summarize groups records by op name and message size, sorted by name and
 // then size. Each average drops floor(Count*TrimFraction) of the smallest
-// and of the largest values first (none below 10 records).
+// and of the largest values first (none below 10 records; DeepSpeed
+// rounds instead, see SummarizeDeepSpeed).
 func Summarize(recs []Record) []Row {
 	type key struct {
 		name  string
@@ -104,31 +105,49 @@ func TrimmedMean(xs []float64, frac float64) float64 {
 	return sum / float64(len(s))
 }
 
-// ConvertSize writes a byte count for people, in powers of 1024 with at
-// most two decimals: 0 -> "0B", 1536 -> "1.5 KB", 4<<20 -> "4.0 MB".
+// ConvertSize writes a byte count for people as DeepSpeed's convert_size
+// does (deepspeed/utils/comms_logging.py): in powers of 1024 chosen by
+// floor(log(n)/log(1024)), the value rounded to two decimals as Python's
+// round, then printed as Python prints a float: 0 -> "0B", 1536 ->
+// "1.5 KB", 4<<20 -> "4.0 MB", 1023 -> "1023.0 B". A negative count (which
+// DeepSpeed cannot print) gets a minus sign.
 func ConvertSize(n int64) string {
 	if n == 0 {
 		return "0B"
 	}
 	neg := n < 0
-	u := uint64(n)
+	u := float64(n) // correctly rounded, as Python's int-to-float
 	if neg {
-		u = uint64(-n)
+		u = -u
 	}
-	names := [...]string{"B", "KB", "MB", "GB", "TB", "PB", "EB"}
-	i := 0
-	for p := u; p >= 1024 && i < len(names)-1; p /= 1024 {
-		i++
-	}
-	v := math.Round(float64(u)/math.Pow(1024, float64(i))*100) / 100
-	s := strconv.FormatFloat(v, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
+	names := [...]string{"B", "KB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"}
+	i := int(math.Floor(math.Log(u) / math.Log(1024)))
+	i = max(0, min(i, len(names)-1))
+	s := pyFloat(pyRound2(u / math.Ldexp(1, 10*i)))
 	if neg {
 		s = "-" + s
 	}
 	return s + " " + names[i]
+}
+
+// pyRound2 is Python's round(x, 2): x correctly rounded to two decimals,
+// ties to even on x's exact binary value, read back as the nearest float.
+func pyRound2(x float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 2, 64), 64)
+	return v
+}
+
+// pyFloat prints x as Python's str(float) does for values between 1e-4 and
+// 1e16: the shortest digits that read back as x, with ".0" when whole.
+func pyFloat(x float64) string {
+	if x != 0 && (math.Abs(x) >= 1e16 || math.Abs(x) < 1e-4) {
+		return strconv.FormatFloat(x, 'g', -1, 64) // not reached by sizes
+	}
+	s := strconv.FormatFloat(x, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
@@ -190,8 +209,12 @@ func WriteSummary(w io.Writer, rows []Row, u Units) error {
 }
 
 // WriteSummary writes the summary of this rank's records in the Config's
-// units. It is local: it talks to no other rank. A nil logger writes the
-// header only.
+// Style (and, for nccl-tests, its Units). It is local: it talks to no
+// other rank. A nil logger writes the header only.
 func (l *Logger) WriteSummary(w io.Writer) error {
-	return WriteSummary(w, Summarize(l.Records()), l.Config().Units)
+	cfg := l.Config()
+	if cfg.Style == StyleDeepSpeed {
+		return WriteDeepSpeedSummary(w, SummarizeDeepSpeed(l.Records()))
+	}
+	return WriteSummary(w, Summarize(l.Records()), cfg.Units)
 }
