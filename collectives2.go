@@ -248,8 +248,10 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 
 // ---- Point to point ----
 
-// MaxTag is the largest tag Send and Recv accept.
-const MaxTag = tagP2P - 1
+// MaxTag is the largest tag Send and Recv accept: the largest int on
+// every platform, 32-bit ones included (MPI promises at least 32767). The
+// tag travels in the low 39 bits of the transport's tag.
+const MaxTag = 1<<31 - 1
 
 func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, error) {
 	v, err := c.check(name, "buf", buf)

@@ -33,7 +33,7 @@ var (
 // Error describes a failed call: the operation, this rank, the peer
 // involved (-1 when none is), and the cause.
 type Error struct {
-	Op   string // "allreduce", "broadcast", ...
+	Op   string // the collective as the comms log names it: "all_reduce", "broadcast", ...
 	Rank int    // this rank, in the communicator the call was made on
 	Peer int    // the peer rank the failure concerns, or -1
 	Dir  string // "<-" (receiving from Peer), "->" (sending to Peer), or ""
