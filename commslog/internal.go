@@ -8,8 +8,9 @@ type internalKey struct{}
 // Internal returns a context that marks the collectives run under it as
 // goccl's own, not the user's: the communicator checks IsInternal and does
 // not record them, as DeepSpeed does not record what torch runs inside its
-// calls. The barrier that ends Init and the allgather of the straggler
-// report run under it (Straggler marks its own context).
+// calls. It is meant for the barrier that ends Init and for the straggler
+// reports' allgathers (Straggler and DeepSpeedStraggler mark their own
+// contexts).
 func Internal(ctx context.Context) context.Context {
 	if IsInternal(ctx) {
 		return ctx
