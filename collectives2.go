@@ -10,7 +10,6 @@ import (
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
-	"github.com/goccl/goccl/transport"
 )
 
 // ---- AllToAll ----
@@ -244,102 +243,6 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 		return copyTo(ctx, rv, 0, host[c.rank*rv.bytes():(c.rank+1)*rv.bytes()])
 	}
 	return k.exec(ctx)
-}
-
-// ---- Point to point ----
-
-// MaxTag is the largest tag Send and Recv accept: the largest int on
-// every platform, 32-bit ones included (MPI promises at least 32767). The
-// tag travels in the low 39 bits of the transport's tag.
-const MaxTag = 1<<31 - 1
-
-func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, error) {
-	v, err := c.check(name, "buf", buf)
-	if err != nil {
-		return v, 0, err
-	}
-	if peer < 0 || peer >= c.Size() {
-		return v, 0, invalid(name, c.rank, "peer %d out of range [0,%d)", peer, c.Size())
-	}
-	if tag < 0 || tag > MaxTag {
-		return v, 0, invalid(name, c.rank, "tag %d out of range [0,%d]", tag, MaxTag)
-	}
-	return v, transport.Tag(c.id<<tagGroupShift | tagP2P | uint64(tag)), nil
-}
-
-// Send sends buf to rank dst with a tag; the matching Recv on dst must use
-// the same tag. Messages with one tag between two ranks arrive in order.
-func (c *Comm) Send(ctx context.Context, buf any, dst, tag int) error {
-	return c.SendAsync(ctx, buf, dst, tag).Wait(ctx)
-}
-
-// Recv receives the next message with tag from rank src into buf, which
-// must have exactly the length that was sent.
-func (c *Comm) Recv(ctx context.Context, buf any, src, tag int) error {
-	return c.RecvAsync(ctx, buf, src, tag).Wait(ctx)
-}
-
-// SendAsync starts Send (torch's isend). The message is ordered against
-// other sends to dst with the same tag when SendAsync is called.
-func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
-	const name = commslog.Send
-	v, t, err := c.p2p(name, buf, dst, tag)
-	if err == nil {
-		err = c.usable(name)
-	}
-	if err != nil {
-		return start(ctx, &call{err: err})
-	}
-	host := v.b
-	if v.dev != nil {
-		host = scratch.Get(v.bytes())
-		if err := v.dev.CopyToHost(ctx, host, 0); err != nil {
-			return start(ctx, &call{err: &Error{Op: name, Rank: c.rank, Peer: dst, Err: err}})
-		}
-	}
-	r := c.shared.ep.Isend(c.ranks[dst], t, host)
-	k := c.newCall(name, v.dt, v.bytes(), "")
-	k.run = func(ctx context.Context) error {
-		err := r.Wait(ctx)
-		if v.dev != nil && err == nil {
-			scratch.Put(host)
-		}
-		if err != nil {
-			return &Error{Op: name, Rank: c.rank, Peer: dst, Dir: "->", Err: classify(err)}
-		}
-		return nil
-	}
-	return start(ctx, k)
-}
-
-// RecvAsync starts Recv (torch's irecv). The receive is posted when
-// RecvAsync is called.
-func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
-	const name = commslog.Recv
-	v, t, err := c.p2p(name, buf, src, tag)
-	if err == nil {
-		err = c.usable(name)
-	}
-	if err != nil {
-		return start(ctx, &call{err: err})
-	}
-	host := v.b
-	if v.dev != nil {
-		host = scratch.Get(v.bytes())
-	}
-	r := c.shared.ep.Irecv(c.ranks[src], t, host)
-	k := c.newCall(name, v.dt, v.bytes(), "")
-	k.run = func(ctx context.Context) error {
-		if err := r.Wait(ctx); err != nil {
-			return &Error{Op: name, Rank: c.rank, Peer: src, Dir: "<-", Err: classify(err)}
-		}
-		if v.dev != nil {
-			defer scratch.Put(host)
-			return v.dev.CopyFromHost(ctx, 0, host)
-		}
-		return nil
-	}
-	return start(ctx, k)
 }
 
 // ---- Barriers ----

@@ -46,6 +46,7 @@ type Comm struct {
 
 	seq      atomic.Uint64 // collectives started on this group
 	track    callTrack     // which of them are finished (stray.go)
+	p2pMu    sync.Mutex    // posts a point-to-point header and payload together (p2p.go)
 	children atomic.Uint64 // groups created from this one
 	closed   atomic.Bool
 }

@@ -1,0 +1,219 @@
+package goccl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
+	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport"
+)
+
+// Point to point. Send and Recv pair by (peer, tag) in order, as MPI's
+// do. With the mismatch check on (the default), every message carries a
+// 16-byte header with its dtype and element count, in front of a payload
+// of at most fpInline bytes or as its own message before a larger one, so
+// a Recv of []int32 meeting a Send of []float32, or of another length,
+// fails with ErrMismatch naming both sides instead of returning
+// reinterpreted bits:
+//
+//	0    2       3   8       16
+//	| GP | dtype | - | count |
+//
+// A header and its payload are posted together under a lock, so that
+// concurrent sends (or receives) on one tag cannot interleave them.
+
+const p2pHdrLen = 16
+
+type p2pHeader [p2pHdrLen]byte
+
+func makeP2PHeader(dt reduceop.DType, count int) (h p2pHeader) {
+	h[0], h[1], h[2] = 'G', 'P', uint8(dt)
+	binary.LittleEndian.PutUint64(h[8:], uint64(count))
+	return h
+}
+
+func (h p2pHeader) String() string {
+	if h[0] != 'G' || h[1] != 'P' {
+		return "a message without a point-to-point header"
+	}
+	return fmt.Sprintf("dtype=%v, count=%d", reduceop.DType(h[2]), binary.LittleEndian.Uint64(h[8:]))
+}
+
+// MaxTag is the largest tag Send and Recv accept: the largest int on
+// every platform, 32-bit ones included (MPI promises at least 32767). The
+// tag travels in the low 39 bits of the transport's tag.
+const MaxTag = 1<<31 - 1
+
+func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, error) {
+	v, err := c.check(name, "buf", buf)
+	if err != nil {
+		return v, 0, err
+	}
+	if peer < 0 || peer >= c.Size() {
+		return v, 0, invalid(name, c.rank, "peer %d out of range [0,%d)", peer, c.Size())
+	}
+	if tag < 0 || tag > MaxTag {
+		return v, 0, invalid(name, c.rank, "tag %d out of range [0,%d]", tag, MaxTag)
+	}
+	return v, transport.Tag(c.id<<tagGroupShift | tagP2P | uint64(tag)), nil
+}
+
+// Send sends buf to rank dst with a tag; the matching Recv on dst must use
+// the same tag, dtype and length. Messages with one tag between two ranks
+// arrive in order.
+func (c *Comm) Send(ctx context.Context, buf any, dst, tag int) error {
+	return c.SendAsync(ctx, buf, dst, tag).Wait(ctx)
+}
+
+// Recv receives the next message with tag from rank src into buf, which
+// must have the dtype and the length that were sent.
+func (c *Comm) Recv(ctx context.Context, buf any, src, tag int) error {
+	return c.RecvAsync(ctx, buf, src, tag).Wait(ctx)
+}
+
+// SendAsync starts Send (torch's isend). The message is ordered against
+// other sends to dst with the same tag when SendAsync is called.
+func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
+	const name = commslog.Send
+	v, t, err := c.p2p(name, buf, dst, tag)
+	if err == nil {
+		err = c.usable(name)
+	}
+	if err != nil {
+		return start(ctx, &call{err: err})
+	}
+	host := v.b
+	if v.dev != nil {
+		host = scratch.Get(v.bytes())
+		if err := v.dev.CopyToHost(ctx, host, 0); err != nil {
+			return start(ctx, &call{err: &Error{Op: name, Rank: c.rank, Peer: dst, Err: err}})
+		}
+	}
+	ep, to := c.shared.ep, c.ranks[dst]
+	var first transport.Request
+	var msg []byte // header and payload in one pooled buffer, or nil
+	c.p2pMu.Lock()
+	switch {
+	case c.opts.noCheck:
+	case len(host) <= fpInline:
+		h := makeP2PHeader(v.dt, v.n)
+		msg = scratch.Get(p2pHdrLen + len(host))
+		copy(msg, h[:])
+		copy(msg[p2pHdrLen:], host)
+	default:
+		h := makeP2PHeader(v.dt, v.n)
+		first = ep.Isend(to, t, h[:])
+	}
+	var r transport.Request
+	if msg != nil {
+		r = ep.Isend(to, t, msg)
+	} else {
+		r = ep.Isend(to, t, host)
+	}
+	c.p2pMu.Unlock()
+	k := c.newCall(name, v.dt, v.bytes(), "")
+	k.run = func(ctx context.Context) error {
+		var err error
+		if first != nil {
+			err = first.Wait(ctx)
+		}
+		if err == nil {
+			err = r.Wait(ctx)
+		}
+		if err != nil {
+			return &Error{Op: name, Rank: c.rank, Peer: dst, Dir: "->", Err: classify(err)}
+		}
+		if msg != nil {
+			scratch.Put(msg)
+		}
+		if v.dev != nil {
+			scratch.Put(host)
+		}
+		return nil
+	}
+	return start(ctx, k)
+}
+
+// RecvAsync starts Recv (torch's irecv). The receive is posted when
+// RecvAsync is called.
+func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
+	const name = commslog.Recv
+	v, t, err := c.p2p(name, buf, src, tag)
+	if err == nil {
+		err = c.usable(name)
+	}
+	if err != nil {
+		return start(ctx, &call{err: err})
+	}
+	host := v.b
+	if v.dev != nil {
+		host = scratch.Get(v.bytes())
+	}
+	ep, from := c.shared.ep, c.ranks[src]
+	want := makeP2PHeader(v.dt, v.n)
+	var first transport.Request
+	var hdr, msg []byte // the received header; header and payload when inline
+	c.p2pMu.Lock()
+	switch {
+	case c.opts.noCheck:
+	case len(host) <= fpInline:
+		msg = scratch.Get(p2pHdrLen + len(host))
+		clear(msg[:p2pHdrLen])
+		hdr = msg[:p2pHdrLen]
+	default:
+		hdr = make([]byte, p2pHdrLen)
+		first = ep.Irecv(from, t, hdr)
+	}
+	var r transport.Request
+	if msg != nil {
+		r = ep.Irecv(from, t, msg)
+	} else {
+		r = ep.Irecv(from, t, host)
+	}
+	c.p2pMu.Unlock()
+	k := c.newCall(name, v.dt, v.bytes(), "")
+	k.run = func(ctx context.Context) error {
+		fail := func(err error) error {
+			return &Error{Op: name, Rank: c.rank, Peer: src, Dir: "<-", Err: err}
+		}
+		hr := r // the request the header arrives in
+		if first != nil {
+			hr = first
+		}
+		err := hr.Wait(ctx)
+		if hdr != nil && (err == nil || errors.Is(err, transport.ErrLength)) {
+			var got p2pHeader
+			copy(got[:], hdr)
+			if got != want {
+				// The sender's Send differs; its payload, if it comes
+				// apart, is never received: the abort ends the link.
+				return fail(fmt.Errorf("%w: this rank called recv(%v) from rank %d with tag %d, rank %d called send(%v)",
+					ErrMismatch, want, src, tag, src, got))
+			}
+		}
+		if err == nil && first != nil {
+			err = r.Wait(ctx)
+		}
+		if err != nil {
+			if lm := (*transport.LengthMismatch)(nil); errors.As(err, &lm) {
+				return fail(fmt.Errorf("%w: this rank called recv of %d bytes from rank %d with tag %d, which sent %d bytes",
+					ErrMismatch, len(host), src, tag, lm.Got-(len(msg)-len(host))))
+			}
+			return fail(classify(err))
+		}
+		if msg != nil {
+			copy(host, msg[p2pHdrLen:])
+			scratch.Put(msg)
+		}
+		if v.dev != nil {
+			defer scratch.Put(host)
+			return v.dev.CopyFromHost(ctx, 0, host)
+		}
+		return nil
+	}
+	return start(ctx, k)
+}
