@@ -1,0 +1,160 @@
+package goccl
+
+import (
+	"context"
+
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
+)
+
+// AllGather gathers every rank's send into recv, rank i's part at element
+// i*len(send) (torch's all_gather_into_tensor). len(recv) must be
+// Size()*len(send). send may alias its own block of recv.
+func (c *Comm) AllGather(ctx context.Context, send, recv any) error {
+	return checked(c.allGather(send, recv)).exec(ctx)
+}
+
+// AllGatherAsync starts AllGather and returns at once.
+func (c *Comm) AllGatherAsync(ctx context.Context, send, recv any) *Work {
+	k, err := c.allGather(send, recv)
+	return start(ctx, checked(k, err))
+}
+
+func (c *Comm) allGather(send, recv any) (*call, error) {
+	const name = commslog.AllGatherIntoTensor
+	sv, rv, err := c.checkScaled(name, send, recv, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.allGatherv(name, sv, rv, equalCounts(c.Size(), sv.n), rv.bytes())
+}
+
+// allGatherv gathers sv into rv with per-rank counts.
+func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) (*call, error) {
+	a, fn := c.pickAllGather(rv.bytes())
+	k := c.newCall(name, rv.dt, logBytes, a).agree(rv.n, 0, -1)
+	p := c.peers(k, rv.dt, nil)
+	esz := rv.dt.Size()
+	off := 0
+	for _, n := range counts[:c.rank] {
+		off += n * esz
+	}
+	k.run = func(ctx context.Context) error {
+		s, err := stage(ctx, rv, false)
+		if err != nil {
+			return err
+		}
+		if err := pack(ctx, s.host[off:off+sv.bytes()], []view{sv}); err != nil {
+			s.unstage(ctx, false)
+			return err
+		}
+		if c.Size() > 1 && len(s.host) > 0 {
+			if err := fn(ctx, p, s.host, counts); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		return s.unstage(ctx, true)
+	}
+	return k, nil
+}
+
+// AllGatherList gathers every rank's send into recv[i] (torch's
+// all_gather). The parts may differ in length (allgatherv), but
+// len(recv[Rank()]) must equal len(send) and every rank must pass the same
+// lengths.
+func (c *Comm) AllGatherList(ctx context.Context, send any, recv []any) error {
+	const name = commslog.AllGather
+	sv, err := c.check(name, "send", send)
+	if err != nil {
+		return err
+	}
+	if len(recv) != c.Size() {
+		return invalid(name, c.rank, "recv has %d buffers, want %d", len(recv), c.Size())
+	}
+	rvs, total, err := c.checkList(name, "recv", recv)
+	if err != nil {
+		return err
+	}
+	if err := sameType(name, c, sv, rvs[0]); err != nil {
+		return err
+	}
+	if rvs[c.rank].n != sv.n {
+		return invalid(name, c.rank, "recv[%d] has %d elements but send has %d", c.rank, rvs[c.rank].n, sv.n)
+	}
+	counts := make([]int, len(rvs))
+	for i, v := range rvs {
+		counts[i] = v.n
+	}
+	flat := scratch.Get(total * sv.dt.Size())
+	defer scratch.Put(flat)
+	fv := view{dt: sv.dt, n: total, b: flat}
+	if err := checked(c.allGatherv(name, sv, fv, counts, fv.bytes())).exec(ctx); err != nil {
+		return err
+	}
+	return unpack(ctx, flat, rvs)
+}
+
+// AllGatherCoalesced all-gathers several buffers of one dtype in one
+// message: recv[i] receives every rank's send[i], rank j's part at element
+// j*len(send[i]).
+func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
+	const name = commslog.AllGatherCoalesced
+	if len(send) != len(recv) {
+		return invalid(name, c.rank, "%d send buffers but %d recv buffers", len(send), len(recv))
+	}
+	svs, total, err := c.checkList(name, "send", send)
+	if err != nil || len(svs) == 0 {
+		return err
+	}
+	rvs, _, err := c.checkList(name, "recv", recv)
+	if err != nil {
+		return err
+	}
+	if err := sameType(name, c, svs[0], rvs[0]); err != nil {
+		return err
+	}
+	for i := range svs {
+		if rvs[i].n != svs[i].n*c.Size() {
+			return invalid(name, c.rank, "recv[%d] has %d elements, want %d", i, rvs[i].n, svs[i].n*c.Size())
+		}
+	}
+	esz := svs[0].dt.Size()
+	n := c.Size()
+	flat := scratch.Get(total * esz * n)
+	defer scratch.Put(flat)
+	fv := view{dt: svs[0].dt, n: total * n, b: flat}
+	mine := view{dt: fv.dt, n: total, b: scratch.Get(total * esz)}
+	defer scratch.Put(mine.b)
+	if err := pack(ctx, mine.b, svs); err != nil {
+		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
+	}
+	if err := checked(c.allGatherv(name, mine, fv, equalCounts(n, total), fv.bytes())).exec(ctx); err != nil {
+		return err
+	}
+	// flat holds, for each rank j, that rank's send buffers packed; move
+	// part i of rank j to recv[i] block j.
+	for i, rv := range rvs {
+		off := 0
+		for _, v := range svs[:i] {
+			off += v.bytes()
+		}
+		part := svs[i].bytes()
+		for j := 0; j < n; j++ {
+			src := flat[j*total*esz+off:][:part]
+			if err := copyTo(ctx, rv, j*part, src); err != nil {
+				return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+// copyTo writes src into v at byte offset off.
+func copyTo(ctx context.Context, v view, off int, src []byte) error {
+	if v.dev != nil {
+		return v.dev.CopyFromHost(ctx, off, src)
+	}
+	copy(v.b[off:], src)
+	return nil
+}

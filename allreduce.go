@@ -1,0 +1,147 @@
+package goccl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// AllReduce reduces buf across all ranks with op and leaves the result in
+// every rank's buf (torch.distributed.all_reduce). Avg divides the sum by
+// Size once, at the end.
+func (c *Comm) AllReduce(ctx context.Context, buf any, op reduceop.Op) error {
+	return checked(c.allReduce(commslog.AllReduce, buf, op, "")).exec(ctx)
+}
+
+// AllReduceAsync starts AllReduce and returns at once.
+func (c *Comm) AllReduceAsync(ctx context.Context, buf any, op reduceop.Op) *Work {
+	k, err := c.allReduce(commslog.AllReduce, buf, op, "")
+	return start(ctx, checked(k, err))
+}
+
+// InferenceAllReduce is AllReduce on the latency-first path: it always
+// takes the algorithm with the fewest message rounds (recursive doubling),
+// whatever the size, as DeepSpeed's inference_all_reduce does for small
+// activations.
+func (c *Comm) InferenceAllReduce(ctx context.Context, buf any, op reduceop.Op) error {
+	return checked(c.allReduce(commslog.InferenceAllReduce, buf, op, algo.Doubling)).exec(ctx)
+}
+
+func (c *Comm) allReduce(name string, buf any, op reduceop.Op, force algo.Algorithm) (*call, error) {
+	v, err := c.check(name, "buf", buf)
+	if err != nil {
+		return nil, err
+	}
+	return c.allReduceView(name, v, op, force)
+}
+
+func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Algorithm) (*call, error) {
+	if err := c.checkOp(name, op, v.dt); err != nil {
+		return nil, err
+	}
+	a, fn := c.pickAllReduce(v.bytes(), force)
+	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
+	p := c.peers(k, v.dt, reducer(kernelOf(v), v.dt, op))
+	n := c.Size()
+	k.run = func(ctx context.Context) error {
+		s, err := stage(ctx, v, true)
+		if err != nil {
+			return err
+		}
+		if n > 1 && len(s.host) > 0 {
+			if err := fn(ctx, p, s.host); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		if op == reduceop.Avg {
+			if err := kernelOf(v).Scale(v.dt, s.host, n); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		return s.unstage(ctx, true)
+	}
+	return k, nil
+}
+
+// AllReduceCoalesced all-reduces several buffers of one dtype as one
+// message (torch's all_reduce_coalesced): they are packed into one scratch
+// buffer, reduced, and unpacked.
+func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.Op) error {
+	const name = commslog.AllReduceCoalesced
+	views, total, err := c.checkList(name, "bufs", bufs)
+	if err != nil {
+		return err
+	}
+	if len(views) == 0 {
+		return nil
+	}
+	flat := scratch.Get(total * views[0].dt.Size())
+	defer scratch.Put(flat)
+	if err := pack(ctx, flat, views); err != nil {
+		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
+	}
+	fv := view{dt: views[0].dt, n: total, b: flat}
+	if err := checked(c.allReduceView(name, fv, op, "")).exec(ctx); err != nil {
+		return err
+	}
+	return unpack(ctx, flat, views)
+}
+
+// checkList resolves a list of buffers that must share one dtype and
+// returns the total element count.
+func (c *Comm) checkList(op, what string, bufs []any) ([]view, int, error) {
+	views := make([]view, len(bufs))
+	total := 0
+	for i, b := range bufs {
+		v, err := c.check(op, fmt.Sprintf("%s[%d]", what, i), b)
+		if err != nil {
+			return nil, 0, err
+		}
+		if i > 0 && v.dt != views[0].dt {
+			return nil, 0, invalid(op, c.rank, "%s[%d] is %v but %s[0] is %v", what, i, v.dt, what, views[0].dt)
+		}
+		views[i] = v
+		total += v.n
+	}
+	return views, total, nil
+}
+
+// pack copies each view into consecutive parts of flat.
+func pack(ctx context.Context, flat []byte, views []view) error {
+	off := 0
+	for _, v := range views {
+		n := v.bytes()
+		if v.dev != nil {
+			if err := v.dev.CopyToHost(ctx, flat[off:off+n], 0); err != nil {
+				return err
+			}
+		} else {
+			copy(flat[off:off+n], v.b)
+		}
+		off += n
+	}
+	return nil
+}
+
+// unpack is the inverse of pack.
+func unpack(ctx context.Context, flat []byte, views []view) error {
+	off := 0
+	for _, v := range views {
+		n := v.bytes()
+		if v.dev != nil {
+			if err := v.dev.CopyFromHost(ctx, 0, flat[off:off+n]); err != nil {
+				return err
+			}
+		} else {
+			copy(v.b, flat[off:off+n])
+		}
+		off += n
+	}
+	return nil
+}

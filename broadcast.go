@@ -1,0 +1,115 @@
+package goccl
+
+import (
+	"context"
+
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// Broadcast copies root's buf into every rank's buf.
+func (c *Comm) Broadcast(ctx context.Context, buf any, root int) error {
+	return checked(c.broadcast(buf, root)).exec(ctx)
+}
+
+// BroadcastAsync starts Broadcast and returns at once.
+func (c *Comm) BroadcastAsync(ctx context.Context, buf any, root int) *Work {
+	k, err := c.broadcast(buf, root)
+	return start(ctx, checked(k, err))
+}
+
+func (c *Comm) broadcast(buf any, root int) (*call, error) {
+	const name = commslog.Broadcast
+	v, err := c.check(name, "buf", buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
+	}
+	a, fn := c.pickBroadcast(v.bytes())
+	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, 0, root)
+	p := c.peers(k, v.dt, nil)
+	isRoot := c.rank == root
+	k.run = func(ctx context.Context) error {
+		s, err := stage(ctx, v, isRoot)
+		if err != nil {
+			return err
+		}
+		if c.Size() > 1 && len(s.host) > 0 {
+			if err := fn(ctx, p, s.host, root); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		return s.unstage(ctx, !isRoot)
+	}
+	return k, nil
+}
+
+// Reduce reduces buf across ranks with op into root's buf. Other ranks'
+// buf is left unchanged.
+func (c *Comm) Reduce(ctx context.Context, buf any, op reduceop.Op, root int) error {
+	return checked(c.reduce(buf, op, root)).exec(ctx)
+}
+
+// ReduceAsync starts Reduce and returns at once.
+func (c *Comm) ReduceAsync(ctx context.Context, buf any, op reduceop.Op, root int) *Work {
+	k, err := c.reduce(buf, op, root)
+	return start(ctx, checked(k, err))
+}
+
+func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
+	const name = commslog.Reduce
+	v, err := c.check(name, "buf", buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
+	}
+	if err := c.checkOp(name, op, v.dt); err != nil {
+		return nil, err
+	}
+	a, fn := c.pickReduce(v.bytes())
+	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, root)
+	p := c.peers(k, v.dt, reducer(kernelOf(v), v.dt, op))
+	isRoot := c.rank == root
+	k.run = func(ctx context.Context) error {
+		// The algorithm uses a non-root's buffer as scratch, so non-roots
+		// work on a copy.
+		var host []byte
+		var s staged
+		if isRoot {
+			var err error
+			if s, err = stage(ctx, v, true); err != nil {
+				return err
+			}
+			host = s.host
+		} else {
+			host = scratch.Get(v.bytes())
+			defer scratch.Put(host)
+			if err := pack(ctx, host, []view{v}); err != nil {
+				return err
+			}
+		}
+		if c.Size() > 1 && len(host) > 0 {
+			if err := fn(ctx, p, host, root); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		if !isRoot {
+			return nil
+		}
+		if op == reduceop.Avg {
+			if err := kernelOf(v).Scale(v.dt, host, c.Size()); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		return s.unstage(ctx, true)
+	}
+	return k, nil
+}

@@ -1,0 +1,104 @@
+package goccl
+
+import (
+	"context"
+
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/scratch"
+)
+
+// Gather collects every rank's send into root's recv, rank i's part at
+// element i*len(send). recv is only used on root (others may pass nil of
+// the right type, or anything: it is not read).
+func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
+	const name = commslog.Gather
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	n := c.Size()
+	var sv, rv view
+	var err error
+	if c.rank == root {
+		sv, rv, err = c.checkScaled(name, send, recv, false)
+	} else {
+		sv, err = c.check(name, "send", send) // recv is not used
+	}
+	if err != nil {
+		return err
+	}
+	a, fn := c.pickGather(sv.bytes() * n)
+	k := c.newCall(name, sv.dt, sv.bytes()*n, a).agree(sv.n, 0, root)
+	p := c.peers(k, sv.dt, nil)
+	counts := equalCounts(n, sv.n)
+	k.run = func(ctx context.Context) error {
+		var s staged
+		var host []byte
+		if c.rank == root {
+			var err error
+			if s, err = stage(ctx, rv, false); err != nil {
+				return err
+			}
+			host = s.host
+		} else {
+			host = scratch.Get(sv.bytes() * n)
+			defer scratch.Put(host)
+		}
+		if err := pack(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], []view{sv}); err != nil {
+			s.unstage(ctx, false)
+			return err
+		}
+		if n > 1 && len(host) > 0 {
+			if err := fn(ctx, p, host, counts, root); err != nil {
+				s.unstage(ctx, false)
+				return err
+			}
+		}
+		return s.unstage(ctx, c.rank == root)
+	}
+	return k.exec(ctx)
+}
+
+// Scatter sends block i of root's send (len(send) = Size()*len(recv)) to
+// rank i's recv. send is only read on root.
+func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
+	const name = commslog.Scatter
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	n := c.Size()
+	var sv, rv view
+	var err error
+	if c.rank == root {
+		sv, rv, err = c.checkScaled(name, send, recv, true)
+	} else {
+		rv, err = c.check(name, "recv", recv) // send is not used
+	}
+	if err != nil {
+		return err
+	}
+	a, fn := c.pickScatter(rv.bytes() * n)
+	k := c.newCall(name, rv.dt, rv.bytes()*n, a).agree(rv.n, 0, root)
+	p := c.peers(k, rv.dt, nil)
+	counts := equalCounts(n, rv.n)
+	k.run = func(ctx context.Context) error {
+		var host []byte
+		if c.rank == root && sv.dev == nil {
+			host = sv.b // the algorithm only reads root's buffer
+		} else {
+			host = scratch.Get(rv.bytes() * n)
+			defer scratch.Put(host)
+			if c.rank == root {
+				if err := pack(ctx, host, []view{sv}); err != nil {
+					return err
+				}
+			}
+		}
+		if n > 1 && len(host) > 0 {
+			if err := fn(ctx, p, host, counts, root); err != nil {
+				return err
+			}
+		}
+		return copyTo(ctx, rv, 0, host[c.rank*rv.bytes():(c.rank+1)*rv.bytes()])
+	}
+	return k.exec(ctx)
+}
