@@ -61,7 +61,9 @@ func (k *call) exec(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
 	log := c.shared.log
-	profiling := log.Profiling(k.op)
+	// goccl's own calls (Init's barrier, the straggler report, the inner
+	// calls of object collectives and Split) are not the user's.
+	profiling := log.Profiling(k.op) && !commslog.IsInternal(ctx)
 	var start time.Time
 	if profiling {
 		start = time.Now()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sort"
+
+	"github.com/goccl/goccl/commslog"
 )
 
 // NewGroup makes a communicator of some of c's ranks (torch's new_group).
@@ -62,7 +64,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return nil, invalid(name, c.rank, "color %d is negative (use NoColor)", color)
 	}
 	all := make([]int64, 2*c.Size())
-	if err := c.AllGather(ctx, []int64{int64(color), int64(key)}, all); err != nil {
+	if err := c.AllGather(commslog.Internal(ctx), []int64{int64(color), int64(key)}, all); err != nil {
 		return nil, err
 	}
 	type member struct{ rank, key int }

@@ -54,6 +54,7 @@ func (c *Comm) timed(op string, size *int64, fn func() error) error {
 // BroadcastObject returns root's v on every rank (broadcast_object_list).
 func BroadcastObject[T any](ctx context.Context, c *Comm, v T, root int) (T, error) {
 	const op = commslog.BroadcastObjectList
+	ctx = commslog.Internal(ctx) // the object op is logged, not its parts
 	var out T
 	var size int64
 	err := c.timed(op, &size, func() error {
@@ -92,6 +93,7 @@ func BroadcastObject[T any](ctx context.Context, c *Comm, v T, root int) (T, err
 // AllGatherObject returns every rank's v, indexed by rank (all_gather_object).
 func AllGatherObject[T any](ctx context.Context, c *Comm, v T) ([]T, error) {
 	const op = commslog.AllGatherObject
+	ctx = commslog.Internal(ctx) // the object op is logged, not its parts
 	var out []T
 	var size int64
 	err := c.timed(op, &size, func() error {
@@ -134,6 +136,7 @@ func AllGatherObject[T any](ctx context.Context, c *Comm, v T) ([]T, error) {
 // elsewhere (gather_object).
 func GatherObject[T any](ctx context.Context, c *Comm, v T, root int) ([]T, error) {
 	const op = commslog.GatherObject
+	ctx = commslog.Internal(ctx) // the object op is logged, not its parts
 	var out []T
 	var size int64
 	err := c.timed(op, &size, func() error {
@@ -177,6 +180,7 @@ func GatherObject[T any](ctx context.Context, c *Comm, v T, root int) ([]T, erro
 // read on root only and must have Size() entries there.
 func ScatterObject[T any](ctx context.Context, c *Comm, objs []T, root int) (T, error) {
 	const op = commslog.ScatterObjectList
+	ctx = commslog.Internal(ctx) // the object op is logged, not its parts
 	var out T
 	var size int64
 	err := c.timed(op, &size, func() error {
