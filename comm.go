@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -20,8 +22,8 @@ import (
 )
 
 // DefaultTimeout is how long a collective waits on its peers when neither
-// the context nor WithTimeout says otherwise: 30 minutes, as in
-// torch.distributed and DeepSpeed.
+// the context, WithTimeout, GOCCL_TIMEOUT nor the configuration file says
+// otherwise: 30 minutes, as in torch.distributed and DeepSpeed.
 const DefaultTimeout = 30 * time.Minute
 
 // Comm is a communicator: a group of ranks that run collectives together.
@@ -82,6 +84,13 @@ type options struct {
 	logCfg  *commslog.Config
 	getenv  func(string) string
 
+	timeoutSet bool    // WithTimeout was given
+	checkSet   bool    // WithMismatchCheck was given
+	cfg        *Config // WithConfig, or GOCCL_CONFIG's file once resolved (config.go)
+	debugOn    bool    // GOCCL_DEBUG (debug.go)
+	debugLevel slog.Level
+	debugOut   io.Writer // nil: stderr
+
 	// Init's options.
 	env       *Env
 	transport string
@@ -90,6 +99,12 @@ type options struct {
 	streams   int
 	tls       *tls.Config
 	rejoin    bool
+	// Resolved by config.go from the environment or the file.
+	secretFile    string
+	tlsFiles      [3]string // cert, key, CA
+	ifname        string
+	storeBind     string
+	externalStore bool
 
 	shrinkWait time.Duration
 }
@@ -97,8 +112,13 @@ type options struct {
 // Option configures a communicator.
 type Option func(*options)
 
-// WithTimeout sets how long collectives wait on peers (default DefaultTimeout).
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+// WithTimeout sets how long collectives wait on peers (GOCCL_TIMEOUT;
+// default DefaultTimeout). A rank that times out then listens for up to
+// timeout/10, clamped to [100ms, 1s], to name the rank at fault, so a
+// call fails after at most timeout plus that grace.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) { o.timeout, o.timeoutSet = d, true }
+}
 
 // WithAlgorithm forces an algorithm family for every collective it
 // implements, like NCCL_ALGO; the others keep the cost model's choice. A
@@ -119,29 +139,21 @@ func WithCommsLog(cfg commslog.Config) Option { return func(o *options) { o.logC
 // carries 32 bytes naming the call, and ranks that disagree get ErrMismatch
 // instead of a hang or misread data; BENCHMARKS.md measures its cost. Every
 // rank must use the same setting.
-func WithMismatchCheck(on bool) Option { return func(o *options) { o.noCheck = !on } }
+func WithMismatchCheck(on bool) Option {
+	return func(o *options) { o.noCheck, o.checkSet = !on, true }
+}
 
 // WithGetenv replaces os.Getenv for reading GOCCL_* settings (tests).
 func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{timeout: DefaultTimeout, getenv: os.Getenv}
+	o := options{getenv: os.Getenv}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.timeout <= 0 {
-		return o, fmt.Errorf("goccl: timeout must be positive, got %v", o.timeout)
-	}
-	v := string(o.algo)
-	if v == "" {
-		v = o.getenv(algo.EnvAlgo)
-	}
-	as, err := algo.ParseAlgorithms(v)
-	if err != nil {
-		return o, fmt.Errorf("goccl: GOCCL_ALGO or WithAlgorithm: %w", err)
-	}
-	o.algo, o.algos = "", as
-	return o, nil
+	// Options > environment > file > defaults (config.go).
+	err := resolve(&o)
+	return o, err
 }
 
 // New returns the world communicator over an endpoint: one rank per

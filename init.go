@@ -1,10 +1,12 @@
 package goccl
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -102,25 +104,38 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if env.Size < 1 || env.Rank < 0 || env.Rank >= env.Size {
 		return nil, fmt.Errorf("goccl: init: rank %d out of range for world size %d", env.Rank, env.Size)
 	}
+	// buildOptions resolved each setting: options > environment > file
+	// > defaults (config.go).
 	kind := o.transport
-	if kind == "" {
-		kind = o.getenv("GOCCL_TRANSPORT")
-	}
 	secret := o.secret
-	if secret == nil && o.getenv("GOCCL_SECRET") != "" {
-		secret = []byte(o.getenv("GOCCL_SECRET"))
+	if secret == nil && o.secretFile != "" {
+		if secret, err = readSecret(o.secretFile); err != nil {
+			return nil, fmt.Errorf("goccl: init: %w", err)
+		}
 	}
 	tlsCfg := o.tls
-	if cert := o.getenv("GOCCL_TLS_CERT"); tlsCfg == nil && cert != "" {
-		if tlsCfg, err = tcp.TLSFromFiles(cert, o.getenv("GOCCL_TLS_KEY"), o.getenv("GOCCL_TLS_CA")); err != nil {
+	if cert := o.tlsFiles[0]; tlsCfg == nil && cert != "" {
+		if tlsCfg, err = tcp.TLSFromFiles(cert, o.tlsFiles[1], o.tlsFiles[2]); err != nil {
 			return nil, fmt.Errorf("goccl: init: %w", err)
 		}
 	}
 	streams := o.streams
-	if s := o.getenv("GOCCL_STREAMS"); streams == 0 && s != "" {
-		if streams, err = strconv.Atoi(s); err != nil || streams < 1 {
-			return nil, fmt.Errorf("goccl: init: GOCCL_STREAMS=%q is not a positive number", s)
+	log := o.debugLogger(env.Rank)
+	if log != nil {
+		debugLog(log, slog.LevelInfo, "goccl init", "launcher", env.Source, "size", env.Size,
+			"local_rank", env.LocalRank, "local_size", env.LocalSize,
+			"master", net.JoinHostPort(env.MasterAddr, strconv.Itoa(env.MasterPort)), "config", o.cfg.Path)
+		algos := "cost model"
+		if len(o.algos) > 0 {
+			algos = fmt.Sprint(o.algos)
 		}
+		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "tcp"), "streams", max(streams, 1),
+			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos,
+			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
+			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
+		debugLog(log, slog.LevelDebug, "goccl details", "ifname", o.ifname, "store_bind", o.storeBind,
+			"external_store", o.externalStore, "secret_file", o.secretFile, "tls_files", o.tlsFiles[:],
+			"shrink_wait", o.shrinkWait, "comms_log_config", fmt.Sprintf("%+v", *o.logCfg))
 	}
 
 	var ep transport.Endpoint
@@ -135,9 +150,6 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 		jobID := o.jobID
-		if jobID == "" {
-			jobID = o.getenv("GOCCL_JOB_ID")
-		}
 		addr := net.JoinHostPort(env.MasterAddr, strconv.Itoa(env.MasterPort))
 		if jobID == "" {
 			jobID = addr
@@ -146,8 +158,9 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		// A replacement rank never hosts the store: the job's store is
 		// already up (see Readmit). Nor does anyone when the job runs its
 		// own (`goccl store`).
-		host := env.Rank == 0 && !rejoin && o.getenv("GOCCL_EXTERNAL_STORE") != "1"
-		sopts := store.Options{Secret: secret, ListenHost: o.getenv("GOCCL_STORE_BIND")}
+		host := env.Rank == 0 && !rejoin && !o.externalStore
+		debugLog(log, slog.LevelInfo, "goccl rendezvous", "store", addr, "host_store", host, "job_id", jobID, "rejoin", rejoin)
+		sopts := store.Options{Secret: secret, ListenHost: o.storeBind}
 		if v := o.getenv(store.EnvHandshakeTimeout); v != "" {
 			// The TCP transport reads the same variable for its listeners.
 			if sopts.HandshakeTimeout, err = store.ParseHandshakeTimeout(v); err != nil {
@@ -160,7 +173,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		}
 		rdv = &rendezvous{
 			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
-			secret: secret, streams: streams, ifname: o.getenv("GOCCL_IFNAME"), tls: tlsCfg,
+			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg,
 		}
 		rdv.st.refs.Store(1)
 		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())
@@ -193,6 +206,14 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	c.shared.rdv = rdv
 	if err := c.settle(ctx); err != nil {
 		return nil, fmt.Errorf("goccl: init: %w", err)
+	}
+	if log != nil {
+		for p := range env.Size {
+			if p != env.Rank {
+				debugLog(log, slog.LevelInfo, "goccl peer", "peer", p, "transport", cmp.Or(kind, "tcp"))
+			}
+		}
+		debugLog(log, slog.LevelInfo, "goccl init done")
 	}
 	return c, nil
 }

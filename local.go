@@ -13,7 +13,7 @@ import (
 // Close each one when done.
 func NewLocal(n int, opts ...Option) ([]*Comm, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("goccl: NewLocal needs at least one rank, got %d", n)
+		return nil, fmt.Errorf("goccl: NewLocal: %w: needs at least one rank, got %d", ErrInvalid, n)
 	}
 	eps := mem.New(n)
 	comms := make([]*Comm, n)

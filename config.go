@@ -1,0 +1,366 @@
+package goccl
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/commslog"
+)
+
+// EnvConfig names the configuration file Init and New read when no
+// WithConfig is given.
+const EnvConfig = "GOCCL_CONFIG"
+
+// EnvTimeout sets the default timeout of collectives (WithTimeout).
+const EnvTimeout = "GOCCL_TIMEOUT"
+
+// Config is a configuration file in DeepSpeed's shape: a "comms_logger"
+// block as DeepSpeed's ds_config.json has it and a "goccl" block with
+// this package's settings. Every setting has one name in the file; where a
+// setting is also given by an option or an environment variable, the order
+// is options > environment > file > defaults, setting by setting.
+//
+//	{
+//	  "comms_logger": {"enabled": true, "verbose": false, "prof_all": false,
+//	                   "prof_ops": ["all_reduce"], "debug": false},
+//	  "goccl": {"algorithm": "ring", "timeout": "10m", "transport": "tcp",
+//	            "streams": 2, "secret_file": "/run/secrets/goccl"}
+//	}
+type Config struct {
+	CommsLogger CommsLoggerConfig `json:"comms_logger"`
+	Goccl       GocclConfig       `json:"goccl"`
+	// Path is the file the Config was read from; empty when built in code.
+	Path string `json:"-"`
+}
+
+// CommsLoggerConfig is DeepSpeed's comms_logger block. Each field is
+// overridden by its GOCCL_COMMS_LOG* variable when that is set, and the
+// whole block by WithCommsLog.
+//
+// It is parsed here until package commslog reads the block itself; it is
+// kept field for field like commslog.Config so that it can then become an
+// alias of commslog's type.
+type CommsLoggerConfig struct {
+	Enabled bool     `json:"enabled"`
+	Verbose bool     `json:"verbose"`
+	ProfAll bool     `json:"prof_all"`
+	ProfOps []string `json:"prof_ops"`
+	Debug   bool     `json:"debug"`
+}
+
+// GocclConfig is the "goccl" block. Each key names the option and the
+// environment variable that override it.
+type GocclConfig struct {
+	Algorithm     string   `json:"algorithm"`      // WithAlgorithm, GOCCL_ALGO
+	Timeout       Duration `json:"timeout"`        // WithTimeout, GOCCL_TIMEOUT
+	ShrinkWait    Duration `json:"shrink_wait"`    // WithShrinkWait
+	MismatchCheck *bool    `json:"mismatch_check"` // WithMismatchCheck
+	Debug         string   `json:"debug"`          // GOCCL_DEBUG: "", info or debug
+
+	Transport     string `json:"transport"`      // WithTransport, GOCCL_TRANSPORT
+	Streams       int    `json:"streams"`        // WithStreams, GOCCL_STREAMS
+	SecretFile    string `json:"secret_file"`    // WithSecret, GOCCL_SECRET: the file holds the secret
+	TLSCert       string `json:"tls_cert"`       // WithTLS, GOCCL_TLS_CERT
+	TLSKey        string `json:"tls_key"`        // WithTLS, GOCCL_TLS_KEY
+	TLSCA         string `json:"tls_ca"`         // WithTLS, GOCCL_TLS_CA
+	JobID         string `json:"job_id"`         // WithJobID, GOCCL_JOB_ID
+	Ifname        string `json:"ifname"`         // GOCCL_IFNAME
+	StoreBind     string `json:"store_bind"`     // GOCCL_STORE_BIND
+	ExternalStore bool   `json:"external_store"` // GOCCL_EXTERNAL_STORE=1
+
+	CommsLogStraggler bool   `json:"comms_log_straggler"` // GOCCL_COMMS_LOG_STRAGGLER
+	CommsLogUnits     string `json:"comms_log_units"`     // GOCCL_COMMS_LOG_UNITS: GBps or Gbps
+}
+
+// Duration is a time.Duration in a configuration file: a string Go's
+// time.ParseDuration reads ("90s", "10m") or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON reads "10m" or 600.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if u, err := strconv.Unquote(s); err == nil {
+		s = u
+	}
+	v, err := parseSeconds(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as time.Duration.String does.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// parseSeconds reads a positive duration: "90s" or a number of seconds.
+func parseSeconds(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("%q is neither a duration (90s, 10m) nor a number of seconds", s)
+		}
+		if !(f > 0 && f < 1e9) {
+			return 0, fmt.Errorf("%q seconds is out of range", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not positive", s)
+	}
+	return d, nil
+}
+
+// LoadConfig reads a configuration file (see Config). A key the file
+// should not have, in any block, is an error naming the key and the file:
+// a typo must not be silently ignored. Errors wrap ErrInvalid, except
+// those of reading the file. Relative paths in the file (secret_file,
+// tls_*) are taken from the file's directory.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("goccl: config: %w", err)
+	}
+	c, err := parseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("goccl: config file %s: %w", path, err)
+	}
+	c.Path = path
+	// Files the file names are found next to it.
+	for _, f := range []*string{&c.Goccl.SecretFile, &c.Goccl.TLSCert, &c.Goccl.TLSKey, &c.Goccl.TLSCA} {
+		if *f != "" && !filepath.IsAbs(*f) {
+			*f = filepath.Join(filepath.Dir(path), *f)
+		}
+	}
+	return c, nil
+}
+
+func parseConfig(data []byte) (*Config, error) {
+	var top map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&top); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the JSON object", ErrInvalid)
+	}
+	c := &Config{}
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		var err error
+		switch k {
+		case "comms_logger":
+			err = decodeBlock(top[k], k, &c.CommsLogger)
+		case "goccl":
+			err = decodeBlock(top[k], k, &c.Goccl)
+		default:
+			err = fmt.Errorf("%w: unknown key %q (the blocks are comms_logger and goccl)", ErrInvalid, k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// decodeBlock decodes one block, refusing keys v has no field for.
+func decodeBlock(raw json.RawMessage, block string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("%w: unknown key %s in %q", ErrInvalid, name, block)
+	}
+	return fmt.Errorf("%w: %q: %w", ErrInvalid, block, err)
+}
+
+// WithConfig applies a configuration file's settings (LoadConfig) below
+// options and environment variables. Without it, Init and New read the
+// file GOCCL_CONFIG names, if set.
+func WithConfig(c *Config) Option { return func(o *options) { o.cfg = c } }
+
+// resolve settles every setting of o in one order: options, then the
+// environment (o.getenv), then the configuration file (WithConfig or
+// GOCCL_CONFIG), then the defaults. Options leave their zero value when
+// not given.
+func resolve(o *options) error {
+	f := o.cfg
+	if f == nil {
+		if p := o.getenv(EnvConfig); p != "" {
+			var err error
+			if f, err = LoadConfig(p); err != nil {
+				return fmt.Errorf("%w (%s)", err, EnvConfig)
+			}
+		}
+	}
+	if f == nil {
+		f = &Config{}
+	}
+	o.cfg = f
+	g := &f.Goccl
+	in := "config file " + f.Path
+	if f.Path == "" {
+		in = "WithConfig"
+	}
+	// pick returns the option's value, else the variable's, else the
+	// file's, and where it came from.
+	pick := func(opt, env, file string) (string, string) {
+		if opt != "" {
+			return opt, "option"
+		}
+		if v := o.getenv(env); v != "" {
+			return v, env
+		}
+		return file, in
+	}
+
+	// Timeout.
+	switch {
+	case o.timeoutSet:
+		if o.timeout <= 0 {
+			return fmt.Errorf("goccl: %w: timeout must be positive, got %v", ErrInvalid, o.timeout)
+		}
+	case o.getenv(EnvTimeout) != "":
+		d, err := parseSeconds(o.getenv(EnvTimeout))
+		if err != nil {
+			return fmt.Errorf("goccl: %w: %s=%w", ErrInvalid, EnvTimeout, err)
+		}
+		o.timeout = d
+	case g.Timeout != 0:
+		o.timeout = time.Duration(g.Timeout)
+	default:
+		o.timeout = DefaultTimeout
+	}
+
+	// Algorithm.
+	v, from := pick(string(o.algo), algo.EnvAlgo, g.Algorithm)
+	if from == "option" {
+		from = "WithAlgorithm"
+	}
+	as, err := algo.ParseAlgorithms(v)
+	if err != nil {
+		return fmt.Errorf("goccl: %w: %s: %w", ErrInvalid, from, err)
+	}
+	o.algo, o.algos = "", as
+
+	if o.shrinkWait == 0 {
+		o.shrinkWait = time.Duration(g.ShrinkWait)
+	}
+	if !o.checkSet && g.MismatchCheck != nil {
+		o.noCheck = !*g.MismatchCheck
+	}
+
+	// Debug log level (GOCCL_DEBUG).
+	v, from = pick("", EnvDebug, g.Debug)
+	if o.debugLevel, o.debugOn, err = parseDebug(v); err != nil {
+		return fmt.Errorf("goccl: %w: %s: %w", ErrInvalid, from, err)
+	}
+
+	// Comms logger: WithCommsLog, else field by field its variable or the
+	// file's comms_logger block.
+	if o.logCfg == nil {
+		e := commslog.ConfigFromEnv(o.getenv)
+		cl := f.CommsLogger
+		c := commslog.Config{Enabled: cl.Enabled, Verbose: cl.Verbose, ProfAll: cl.ProfAll,
+			ProfOps: cl.ProfOps, Debug: cl.Debug, Straggler: g.CommsLogStraggler}
+		if g.CommsLogUnits != "" {
+			if c.Units, err = commslog.ParseUnits(g.CommsLogUnits); err != nil {
+				return fmt.Errorf("goccl: %w: %s: comms_log_units: %w", ErrInvalid, in, err)
+			}
+		}
+		set := func(name string) bool { return o.getenv(name) != "" }
+		if set(commslog.EnvEnabled) {
+			c.Enabled = e.Enabled
+		}
+		if set(commslog.EnvVerbose) {
+			c.Verbose = e.Verbose
+		}
+		if set(commslog.EnvProfAll) {
+			c.ProfAll = e.ProfAll
+		}
+		if set(commslog.EnvProfOps) {
+			c.ProfOps = e.ProfOps
+		}
+		if set(commslog.EnvDebug) {
+			c.Debug = e.Debug
+		}
+		if set(commslog.EnvStraggler) {
+			c.Straggler = e.Straggler
+		}
+		if set(commslog.EnvUnits) {
+			c.Units = e.Units
+		}
+		o.logCfg = &c
+	}
+
+	// Init's settings.
+	o.transport, _ = pick(o.transport, "GOCCL_TRANSPORT", g.Transport)
+	if o.streams == 0 {
+		if s := o.getenv("GOCCL_STREAMS"); s != "" {
+			if o.streams, err = strconv.Atoi(s); err != nil || o.streams < 1 {
+				return fmt.Errorf("goccl: %w: GOCCL_STREAMS=%q is not a positive number", ErrInvalid, s)
+			}
+		} else if g.Streams != 0 {
+			if g.Streams < 1 {
+				return fmt.Errorf("goccl: %w: %s: streams %d is not a positive number", ErrInvalid, in, g.Streams)
+			}
+			o.streams = g.Streams
+		}
+	}
+	if o.secret == nil {
+		if s := o.getenv("GOCCL_SECRET"); s != "" {
+			o.secret = []byte(s)
+		} else {
+			o.secretFile = g.SecretFile
+		}
+	}
+	if o.tls == nil {
+		if cert := o.getenv("GOCCL_TLS_CERT"); cert != "" {
+			o.tlsFiles = [3]string{cert, o.getenv("GOCCL_TLS_KEY"), o.getenv("GOCCL_TLS_CA")}
+		} else if g.TLSCert != "" {
+			o.tlsFiles = [3]string{g.TLSCert, g.TLSKey, g.TLSCA}
+		}
+	}
+	o.jobID, _ = pick(o.jobID, "GOCCL_JOB_ID", g.JobID)
+	o.ifname, _ = pick("", "GOCCL_IFNAME", g.Ifname)
+	o.storeBind, _ = pick("", "GOCCL_STORE_BIND", g.StoreBind)
+	if v := o.getenv("GOCCL_EXTERNAL_STORE"); v != "" {
+		o.externalStore = v == "1"
+	} else {
+		o.externalStore = g.ExternalStore
+	}
+	return nil
+}
+
+// readSecret reads a secret_file: its contents less a final newline.
+func readSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("secret_file: %w", err)
+	}
+	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: secret_file %s is empty", ErrInvalid, path)
+	}
+	return b, nil
+}
