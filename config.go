@@ -24,8 +24,9 @@ const EnvConfig = "GOCCL_CONFIG"
 const EnvTimeout = "GOCCL_TIMEOUT"
 
 // Config is a configuration file in DeepSpeed's shape: a "comms_logger"
-// block as DeepSpeed's ds_config.json has it and a "goccl" block with
-// this package's settings. Every setting has one name in the file; where a
+// block as DeepSpeed's ds_config.json has it (read by
+// commslog.ParseDeepSpeed) and a "goccl" block with this package's
+// settings. Every setting has one name in the file; where a
 // setting is also given by an option or an environment variable, the order
 // is options > environment > file > defaults, setting by setting.
 //
@@ -36,25 +37,15 @@ const EnvTimeout = "GOCCL_TIMEOUT"
 //	            "streams": 2, "secret_file": "/run/secrets/goccl"}
 //	}
 type Config struct {
-	CommsLogger CommsLoggerConfig `json:"comms_logger"`
-	Goccl       GocclConfig       `json:"goccl"`
+	// CommsLogger is the comms_logger block as commslog.ParseDeepSpeed
+	// reads it (DeepSpeed's defaults for missing keys, and goccl's
+	// "style"); nil when the file has no such block. Each field is
+	// overridden by its GOCCL_COMMS_LOG* variable when that is set, and
+	// the whole block by WithCommsLog.
+	CommsLogger *commslog.Config `json:"-"`
+	Goccl       GocclConfig      `json:"goccl"`
 	// Path is the file the Config was read from; empty when built in code.
 	Path string `json:"-"`
-}
-
-// CommsLoggerConfig is DeepSpeed's comms_logger block. Each field is
-// overridden by its GOCCL_COMMS_LOG* variable when that is set, and the
-// whole block by WithCommsLog.
-//
-// It is parsed here until package commslog reads the block itself; it is
-// kept field for field like commslog.Config so that it can then become an
-// alias of commslog's type.
-type CommsLoggerConfig struct {
-	Enabled bool     `json:"enabled"`
-	Verbose bool     `json:"verbose"`
-	ProfAll bool     `json:"prof_all"`
-	ProfOps []string `json:"prof_ops"`
-	Debug   bool     `json:"debug"`
 }
 
 // GocclConfig is the "goccl" block. Each key names the option and the
@@ -167,7 +158,11 @@ func parseConfig(data []byte) (*Config, error) {
 		var err error
 		switch k {
 		case "comms_logger":
-			err = decodeBlock(top[k], k, &c.CommsLogger)
+			var cl commslog.Config
+			if cl, err = commslog.ParseDeepSpeed(top[k]); err != nil {
+				err = fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			c.CommsLogger = &cl
 		case "goccl":
 			err = decodeBlock(top[k], k, &c.Goccl)
 		default:
@@ -177,7 +172,30 @@ func parseConfig(data []byte) (*Config, error) {
 			return nil, err
 		}
 	}
+	if err := c.Goccl.check(); err != nil {
+		return nil, fmt.Errorf("%w: \"goccl\": %w", ErrInvalid, err)
+	}
 	return c, nil
+}
+
+// check refuses values resolve would refuse, so that LoadConfig reports
+// them with the file.
+func (g *GocclConfig) check() error {
+	if _, err := algo.ParseAlgorithms(g.Algorithm); err != nil {
+		return fmt.Errorf("algorithm: %w", err)
+	}
+	if g.Streams < 0 {
+		return fmt.Errorf("streams %d is not a positive number", g.Streams)
+	}
+	if _, _, err := parseDebug(g.Debug); err != nil {
+		return fmt.Errorf("debug: %w", err)
+	}
+	if g.CommsLogUnits != "" {
+		if _, err := commslog.ParseUnits(g.CommsLogUnits); err != nil {
+			return fmt.Errorf("comms_log_units: %w", err)
+		}
+	}
+	return nil
 }
 
 // decodeBlock decodes one block, refusing keys v has no field for.
@@ -277,17 +295,19 @@ func resolve(o *options) error {
 	}
 
 	// Comms logger: WithCommsLog, else field by field its variable or the
-	// file's comms_logger block.
+	// file (the comms_logger block, and two keys of the goccl block).
 	if o.logCfg == nil {
-		e := commslog.ConfigFromEnv(o.getenv)
-		cl := f.CommsLogger
-		c := commslog.Config{Enabled: cl.Enabled, Verbose: cl.Verbose, ProfAll: cl.ProfAll,
-			ProfOps: cl.ProfOps, Debug: cl.Debug, Straggler: g.CommsLogStraggler}
+		var c commslog.Config
+		if f.CommsLogger != nil {
+			c = *f.CommsLogger
+		}
+		c.Straggler = g.CommsLogStraggler
 		if g.CommsLogUnits != "" {
 			if c.Units, err = commslog.ParseUnits(g.CommsLogUnits); err != nil {
 				return fmt.Errorf("goccl: %w: %s: comms_log_units: %w", ErrInvalid, in, err)
 			}
 		}
+		e := commslog.ConfigFromEnv(o.getenv)
 		set := func(name string) bool { return o.getenv(name) != "" }
 		if set(commslog.EnvEnabled) {
 			c.Enabled = e.Enabled
@@ -309,6 +329,9 @@ func resolve(o *options) error {
 		}
 		if set(commslog.EnvUnits) {
 			c.Units = e.Units
+		}
+		if set(commslog.EnvStyle) {
+			c.Style = e.Style
 		}
 		o.logCfg = &c
 	}

@@ -19,10 +19,10 @@ func ExampleLoadConfig() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cfg.CommsLogger.Enabled, cfg.CommsLogger.ProfOps)
+	fmt.Println(cfg.CommsLogger.Enabled, cfg.CommsLogger.ProfAll, cfg.CommsLogger.ProfOps, cfg.CommsLogger.Style)
 	fmt.Println(cfg.Goccl.Algorithm, time.Duration(cfg.Goccl.Timeout), cfg.Goccl.Transport, cfg.Goccl.Streams)
 	// Output:
-	// true [all_reduce all_gather]
+	// true false [all_reduce all_gather] deepspeed
 	// ring,tree 10m0s tcp 2
 }
 
@@ -44,6 +44,7 @@ func TestConfigUnknownKey(t *testing.T) {
 	for _, tt := range []struct{ body, key string }{
 		{`{"goccl": {"timout": "1s"}}`, `"timout"`},
 		{`{"comms_logger": {"enabled": true, "prof_al": true}}`, `"prof_al"`},
+		{`{"goccl": {}, "train_batch_size": 8}`, `"train_batch_size"`},
 		{`{"gocl": {}}`, `"gocl"`},
 	} {
 		p := writeConfig(t, tt.body)
@@ -60,6 +61,11 @@ func TestConfigBadValues(t *testing.T) {
 		`{"goccl": {"timeout": -3}}`,
 		`{"goccl": {"streams": "two"}}`,
 		`{"goccl": {}} {}`,
+		`{"comms_logger": {"enabled": "yes"}}`,
+		`{"goccl": {"comms_log_units": "furlongs"}}`,
+		`{"goccl": {"algorithm": "rng"}}`,
+		`{"goccl": {"streams": -1}}`,
+		`{"goccl": {"debug": "loud"}}`,
 		`[1]`,
 	} {
 		if _, err := LoadConfig(writeConfig(t, body)); !errors.Is(err, ErrInvalid) {
@@ -134,7 +140,7 @@ func TestConfigFromEnvVar(t *testing.T) {
 }
 
 func TestConfigCommsLoggerPrecedence(t *testing.T) {
-	file := &Config{CommsLogger: CommsLoggerConfig{Enabled: true, Verbose: true, ProfOps: []string{"all_reduce"}}}
+	file := &Config{CommsLogger: &commslog.Config{Enabled: true, Verbose: true, ProfOps: []string{"all_reduce"}}}
 	o, err := buildOptions([]Option{WithConfig(file), fakeEnv(map[string]string{commslog.EnvVerbose: "0"})})
 	if err != nil {
 		t.Fatal(err)

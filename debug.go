@@ -28,7 +28,7 @@ func parseDebug(v string) (slog.Level, bool, error) {
 	case "debug", "trace":
 		return slog.LevelDebug, true, nil
 	}
-	return 0, false, fmt.Errorf("%s=%q: want info, debug, warn or off", EnvDebug, v)
+	return 0, false, fmt.Errorf("%q: want info, debug, warn or off", v)
 }
 
 // withDebugOutput sends the debug log to w instead of stderr (tests).
