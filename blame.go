@@ -63,9 +63,18 @@ const (
 	// classLeft is no failure: the sender closed its communicator on
 	// purpose after the number of world calls in bytes 16..24 (leave.go).
 	classLeft
+	// classCancelled: the sender's caller cancelled a call in flight
+	// (cancel.go); the culprit is the sender itself.
+	classCancelled
 )
 
 func classOf(err error) byte {
+	if ce := (*cancelError)(nil); errors.As(err, &ce) {
+		return classCancelled
+	}
+	if rep := (*PeerReport)(nil); errors.As(err, &rep) && rep.class == classCancelled {
+		return classCancelled // a relay keeps it
+	}
 	switch {
 	case errors.Is(err, ErrTimeout):
 		return classTimeout
@@ -106,6 +115,13 @@ type PeerReport struct {
 }
 
 func (e *PeerReport) Error() string {
+	if e.class == classCancelled {
+		s := fmt.Sprintf("rank %d cancelled its call (its caller's context ended); the call cannot complete without it", e.Culprit)
+		if e.From != e.Culprit {
+			s += fmt.Sprintf(" (heard from rank %d)", e.From)
+		}
+		return s
+	}
 	s := fmt.Sprintf("rank %d aborted blaming rank %d: %v", e.From, e.Culprit, classError(e.class))
 	if e.From == e.Culprit {
 		s = fmt.Sprintf("rank %d aborted (%v)", e.From, classError(e.class))

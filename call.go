@@ -55,9 +55,16 @@ func (k *call) exec(ctx context.Context) error {
 	if err := c.usable(k.op); err != nil {
 		return err
 	}
+	if k.p != nil && k.p.tag == 0 {
+		if err := ctx.Err(); err != nil {
+			return k.notStarted(err)
+		}
+		k.take()
+	}
 	if k.p != nil {
 		defer k.finish()
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
 	log := c.shared.log
@@ -73,6 +80,12 @@ func (k *call) exec(ctx context.Context) error {
 		err = k.p.rootChecked(ctx, k.run)
 	} else {
 		err = k.run(ctx)
+	}
+	if err != nil && errors.Is(caller.Err(), context.Canceled) {
+		// The caller cancelled while this call's messages may be in
+		// flight: the peers cannot finish it, so the communicator is
+		// aborted, and they are told this rank cancelled (cancel.go).
+		err = k.cancelled(caller.Err())
 	}
 	if err != nil {
 		err = lift(err)
@@ -163,11 +176,15 @@ func (w *Work) IsCompleted() bool {
 // at once.
 func start(ctx context.Context, k *call) *Work {
 	w := &Work{done: make(chan struct{})}
+	if k.err == nil && k.p != nil && ctx.Err() != nil {
+		k.err = k.notStarted(ctx.Err())
+	}
 	if k.err != nil {
 		w.err = k.err
 		close(w.done)
 		return w
 	}
+	k.take() // the order is the order of the Async calls
 	go func() {
 		w.err = k.exec(ctx)
 		close(w.done)

@@ -133,17 +133,28 @@ func (k *call) agree(count int, redop reduceop.Op, root int) *call {
 	return k
 }
 
-// peers takes the call's tag (fixing its order among collectives) and
-// returns the algo.Peers it runs on.
+// peers returns the algo.Peers a call runs on. Its tag, which fixes the
+// call's order among collectives, is taken when the call starts (take).
 func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) error) *peers {
-	p := &peers{c: c, op: k.op, tag: c.order(), elem: dt.Size(), reduce: reduce}
-	if !c.opts.noCheck {
-		p.check = true
+	p := &peers{c: c, op: k.op, elem: dt.Size(), reduce: reduce, check: !c.opts.noCheck}
+	k.p = p
+	return p
+}
+
+// take orders the call: its tag, and the fingerprint that carries it.
+// exec calls it for a call made in place, start for an async one (so the
+// order is the order of the calls), once.
+func (k *call) take() {
+	p := k.p
+	if p == nil || p.tag != 0 {
+		return
+	}
+	c := k.c
+	p.tag = c.order()
+	if p.check {
 		p.fp = makeFingerprint(k, c.id, p.tag)
 		c.shared.history.add(p.fp)
 	}
-	k.p = p
-	return p
 }
 
 func equalCounts(n, each int) []int {
