@@ -2,10 +2,13 @@ package goccl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -87,4 +90,81 @@ func ExampleAllGatherObject() {
 	})
 	fmt.Println(names, err)
 	// Output: [worker-0 worker-1 worker-2] <nil>
+}
+
+// Init is what a program started by a launcher calls (goccl run,
+// torchrun, mpirun, srun): it reads the rank, world size and master
+// address from the environment and connects to the other ranks over TCP.
+// Here two ranks are goroutines given their environment with WithEnv.
+func ExampleInit() {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0") // a free port for the rendezvous
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx := context.Background()
+	sums := make([]float32, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := goccl.Init(ctx, goccl.WithEnv(goccl.Env{Rank: r, Size: 2, LocalRank: r, LocalSize: 2,
+				MasterAddr: "127.0.0.1", MasterPort: port}))
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			defer c.Close()
+			v := []float32{float32(c.Rank() + 1)}
+			if err := c.AllReduce(ctx, v, reduceop.Sum); err != nil {
+				fmt.Println(err)
+			}
+			sums[r] = v[0]
+		}()
+	}
+	wg.Wait()
+	fmt.Println(sums)
+	// Output: [3 3]
+}
+
+// Send and Recv pair by peer and tag; dtype and length are checked.
+func ExampleComm_Send() {
+	got := make([]int64, 3)
+	err := goccl.RunLocal(context.Background(), 2, func(ctx context.Context, c *goccl.Comm) error {
+		if c.Rank() == 0 {
+			return c.Send(ctx, []int64{7, 8, 9}, 1, 42)
+		}
+		return c.Recv(ctx, got, 0, 42)
+	})
+	fmt.Println(got, err)
+
+	// A Recv of another dtype is refused, not reinterpreted.
+	err = goccl.RunLocal(context.Background(), 2, func(ctx context.Context, c *goccl.Comm) error {
+		if c.Rank() == 0 {
+			c.Send(ctx, []float32{1, 2, 3}, 1, 0)
+			return nil
+		}
+		return c.Recv(ctx, make([]int32, 3), 0, 0)
+	})
+	fmt.Println(errors.Is(err, goccl.ErrMismatch))
+	// Output:
+	// [7 8 9] <nil>
+	// true
+}
+
+// The comms logger records each of the user's calls (DeepSpeed's
+// comms_logger); LogSummary prints the table.
+func ExampleComm_CommsLog() {
+	var ops []string
+	goccl.RunLocal(context.Background(), 2, func(ctx context.Context, c *goccl.Comm) error {
+		c.AllReduce(ctx, make([]float32, 1024), reduceop.Sum)
+		c.Broadcast(ctx, make([]float32, 16), 0)
+		if c.Rank() == 0 {
+			for _, r := range c.CommsLog().Records() {
+				ops = append(ops, fmt.Sprintf("%s %d B", r.Op, r.Bytes))
+			}
+		}
+		return nil
+	}, goccl.WithCommsLog(commslog.Config{Enabled: true}))
+	fmt.Println(ops)
+	// Output: [all_reduce 4096 B broadcast 64 B]
 }
