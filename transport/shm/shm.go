@@ -1,0 +1,809 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultDir        = "/dev/shm"
+	DefaultSlotSize   = 8 << 10
+	DefaultSlots      = 64
+	DefaultSpin       = 30 * time.Microsecond
+	DefaultMaxMessage = 1 << 32
+)
+
+// Config describes one rank of a job whose ranks share a host.
+type Config struct {
+	Rank, Size int
+	// JobID and Nonce name the job's segments; every rank must use the
+	// same values, and a restart of the job should use a new Nonce. They
+	// may not contain '/'.
+	JobID, Nonce string
+	// Dir is where the segments are created (DefaultDir): a tmpfs.
+	Dir string
+	// SlotSize is the size of a ring slot in bytes, header included
+	// (DefaultSlotSize; at least 64, rounded up to a multiple of 64), and
+	// Slots the number of slots of each ring (DefaultSlots). Each ordered
+	// pair of ranks has one ring of 4 KiB + Slots*SlotSize bytes.
+	SlotSize, Slots int
+	// Spin is how long a waiting goroutine polls the ring before it parks
+	// on a futex (DefaultSpin); a negative value never spins.
+	Spin time.Duration
+	// MaxMessage is the largest message accepted from a peer
+	// (DefaultMaxMessage); a slot announcing more is a protocol error.
+	MaxMessage int64
+}
+
+func (c *Config) fill() error {
+	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
+		return fmt.Errorf("shm: rank %d of a job of size %d", c.Rank, c.Size)
+	}
+	if strings.ContainsRune(c.JobID, '/') || strings.ContainsRune(c.Nonce, '/') {
+		return errors.New("shm: JobID and Nonce may not contain '/'")
+	}
+	if c.Dir == "" {
+		c.Dir = DefaultDir
+	}
+	if c.SlotSize == 0 {
+		c.SlotSize = DefaultSlotSize
+	}
+	c.SlotSize = max(64, (c.SlotSize+63)&^63)
+	if c.SlotSize > 1<<30 {
+		return errors.New("shm: SlotSize too large")
+	}
+	if c.Slots <= 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.Slots > 1<<20 {
+		return errors.New("shm: too many Slots")
+	}
+	if c.Spin == 0 {
+		c.Spin = DefaultSpin
+	}
+	if c.MaxMessage <= 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	return nil
+}
+
+// SegmentName is the file name of the segment that carries messages from
+// rank from to rank to.
+func SegmentName(job, nonce string, from, to int) string {
+	return fmt.Sprintf("goccl-%s-%s-%d-%d", job, nonce, from, to)
+}
+
+// Endpoint is a transport.Endpoint over shared memory.
+type Endpoint struct {
+	cfg     Config
+	m       *transport.Matcher
+	peers   []*peer // nil at our own rank
+	closing atomic.Bool
+	done    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+	onLoss  atomic.Pointer[func(*transport.PeerError)]
+	wakeR   int // the monitor's wake-up pipe
+	wakeW   int
+	maxMsg  uint64
+}
+
+var (
+	_ transport.Endpoint         = (*Endpoint)(nil)
+	_ transport.StrayReporter    = (*Endpoint)(nil)
+	_ transport.PeerLossNotifier = (*Endpoint)(nil)
+)
+
+type peer struct {
+	e     *Endpoint
+	rank  int
+	out   *ring // we write, the peer reads
+	in    *ring // the peer writes, we read
+	pidfd int   // -1 if pidfd_open failed: then the monitor polls kill(pid, 0)
+	pid   int
+	name  string // of the segment we write, unlinked by its reader
+	dead  atomic.Bool // the peer's process is gone
+	left  atomic.Bool // the peer closed on purpose
+	lost  atomic.Bool // the link failed: reported once
+
+	mu      sync.Mutex
+	queue   []sendItem
+	qhead   int
+	busy    bool  // the sender goroutine is writing a message
+	sendErr error // sends fail with it
+	wake    chan struct{}
+}
+
+type sendItem struct {
+	tag transport.Tag
+	b   []byte
+	req *transport.Req
+}
+
+// okReq is the result of every send that completed at once: sharing it
+// keeps the fast path free of allocations.
+var okReq = transport.Completed(nil)
+
+// Connect maps the segments of rank cfg.Rank: it creates the segments of
+// the rings it writes and opens those of the rings it reads, waiting (with
+// backoff) until the peers have created them or ctx ends.
+func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	e := &Endpoint{
+		cfg: cfg, m: transport.NewMatcher(cfg.Size), peers: make([]*peer, cfg.Size),
+		done: make(chan struct{}), wakeR: -1, wakeW: -1, maxMsg: uint64(cfg.MaxMessage),
+	}
+	ok := false
+	var created []string
+	defer func() {
+		if !ok {
+			for _, name := range created {
+				unix.Unlink(name)
+			}
+			e.release()
+		}
+	}()
+	pid := os.Getpid()
+	segSize := hdrSize + cfg.Slots*cfg.SlotSize
+	for to := range cfg.Size {
+		if to == cfg.Rank {
+			continue
+		}
+		p := &peer{e: e, rank: to, pidfd: -1, wake: make(chan struct{}, 1)}
+		e.peers[to] = p
+		name := filepath.Join(cfg.Dir, SegmentName(cfg.JobID, cfg.Nonce, cfg.Rank, to))
+		mem, err := create(name, segSize, cfg, pid)
+		if err != nil {
+			return nil, err
+		}
+		created = append(created, name)
+		p.out, p.name = newRing(mem), name
+	}
+	for from := range cfg.Size {
+		if from == cfg.Rank {
+			continue
+		}
+		p := e.peers[from]
+		name := filepath.Join(cfg.Dir, SegmentName(cfg.JobID, cfg.Nonce, from, cfg.Rank))
+		mem, err := open(ctx, name, pid)
+		if err != nil {
+			return nil, &transport.PeerError{Op: "connect", Peer: from, Err: err}
+		}
+		p.in = newRing(mem)
+		p.pid = p.in.writerPid
+		if fd, err := unix.PidfdOpen(p.pid, 0); err == nil {
+			p.pidfd = fd
+		} else if err == unix.ESRCH {
+			return nil, &transport.PeerError{Op: "connect", Peer: from, Err: fmt.Errorf("%w: process %d is gone", transport.ErrPeerClosed, p.pid)}
+		}
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("shm: pipe: %w", err)
+	}
+	e.wakeR, e.wakeW = fds[0], fds[1]
+	ok = true
+	for _, p := range e.peers {
+		if p == nil {
+			continue
+		}
+		e.wg.Add(2)
+		go p.drain()
+		go p.sender()
+	}
+	if cfg.Size > 1 {
+		e.wg.Add(1)
+		go e.monitor()
+	}
+	return e, nil
+}
+
+// create makes, sizes and maps a segment we write, and marks it ready.
+func create(name string, size int, cfg Config, pid int) ([]byte, error) {
+	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shm: create %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		unix.Unlink(name)
+		return nil, fmt.Errorf("shm: size %s: %w", name, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Unlink(name)
+		return nil, fmt.Errorf("shm: map %s: %w", name, err)
+	}
+	binary.LittleEndian.PutUint64(mem[offMagic:], magic)
+	binary.LittleEndian.PutUint32(mem[offVersion:], version)
+	binary.LittleEndian.PutUint32(mem[offSlotSize:], uint32(cfg.SlotSize))
+	binary.LittleEndian.PutUint32(mem[offSlots:], uint32(cfg.Slots))
+	binary.LittleEndian.PutUint32(mem[offWriterPid:], uint32(pid))
+	u32(mem, offReady).Store(1)
+	return mem, nil
+}
+
+// open waits for a peer's segment, maps it, checks its header, says we
+// have it, and unlinks it: both sides have it mapped now.
+func open(ctx context.Context, name string, pid int) ([]byte, error) {
+	backoff := 100 * time.Microsecond
+	for {
+		mem, err := tryOpen(name)
+		if err == nil {
+			binary.LittleEndian.PutUint32(mem[offReaderPid:], uint32(pid))
+			if err := unix.Unlink(name); err != nil && err != unix.ENOENT {
+				unix.Munmap(mem)
+				return nil, fmt.Errorf("shm: unlink %s: %w", name, err)
+			}
+			return mem, nil
+		}
+		if !errors.Is(err, errNotYet) {
+			return nil, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("shm: waiting for %s: %w", name, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 20*time.Millisecond)
+	}
+}
+
+var errNotYet = errors.New("segment not ready")
+
+func tryOpen(name string) ([]byte, error) {
+	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return nil, errNotYet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shm: open %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("shm: stat %s: %w", name, err)
+	}
+	if st.Size < hdrSize {
+		return nil, errNotYet // the creator has not sized it yet
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shm: map %s: %w", name, err)
+	}
+	if u32(mem, offReady).Load() == 0 {
+		unix.Munmap(mem)
+		return nil, errNotYet
+	}
+	if err := checkHeader(mem); err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("%w: segment %s: %v", transport.ErrProtocol, name, err)
+	}
+	return mem, nil
+}
+
+// checkHeader checks the layout a segment's header announces against the
+// mapping's size, so that no later index can leave the mapping.
+func checkHeader(mem []byte) error {
+	if m := binary.LittleEndian.Uint64(mem[offMagic:]); m != magic {
+		return fmt.Errorf("bad magic %#x", m)
+	}
+	if v := binary.LittleEndian.Uint32(mem[offVersion:]); v != version {
+		return fmt.Errorf("version %d, want %d", v, version)
+	}
+	ss := uint64(binary.LittleEndian.Uint32(mem[offSlotSize:]))
+	n := uint64(binary.LittleEndian.Uint32(mem[offSlots:]))
+	if ss < 64 || ss%64 != 0 || n == 0 || n > 1<<20 {
+		return fmt.Errorf("slots of %d bytes, %d slots", ss, n)
+	}
+	if uint64(len(mem)) != hdrSize+ss*n {
+		return fmt.Errorf("%d bytes for %d slots of %d bytes", len(mem), n, ss)
+	}
+	return nil
+}
+
+// Rank implements transport.Endpoint.
+func (e *Endpoint) Rank() int { return e.cfg.Rank }
+
+// Size implements transport.Endpoint.
+func (e *Endpoint) Size() int { return e.cfg.Size }
+
+// OnStray implements transport.StrayReporter.
+func (e *Endpoint) OnStray(finished func(transport.Tag) bool, report func(from int, tag transport.Tag, head []byte)) {
+	e.m.SetStray(finished, report)
+}
+
+// Retire implements transport.StrayReporter.
+func (e *Endpoint) Retire(tag transport.Tag) { e.m.Retire(tag) }
+
+// OnPeerLoss implements transport.PeerLossNotifier: f is called when a
+// peer's process dies or breaks the protocol, not when it closes its
+// endpoint.
+func (e *Endpoint) OnPeerLoss(f func(*transport.PeerError)) { e.onLoss.Store(&f) }
+
+// Irecv implements transport.Endpoint.
+func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
+	return e.m.Post(from, tag, b)
+}
+
+// Isend implements transport.Endpoint. A message that fits in the ring's
+// free slots is copied in at once and the send is complete when Isend
+// returns; a longer one is copied by the peer's sender goroutine as the
+// reader frees slots.
+func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
+	if err := transport.CheckPeer("send", to, e.cfg.Size); err != nil {
+		return transport.Completed(err)
+	}
+	if e.closing.Load() {
+		return transport.Completed(transport.ErrClosed)
+	}
+	if to == e.cfg.Rank {
+		if err := e.m.Deliver(to, tag, b); err != nil {
+			return transport.Completed(transport.ErrClosed)
+		}
+		return okReq
+	}
+	if uint64(len(b)) > e.maxMsg {
+		return transport.Completed(&transport.PeerError{Op: "send", Peer: to,
+			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", len(b), e.maxMsg)})
+	}
+	p := e.peers[to]
+	p.mu.Lock()
+	if e.closing.Load() {
+		p.mu.Unlock()
+		return transport.Completed(transport.ErrClosed)
+	}
+	if p.sendErr == nil {
+		if err := p.linkErr(); err != nil {
+			p.sendErr = err
+		}
+	}
+	if p.sendErr != nil {
+		err := p.sendErr
+		p.mu.Unlock()
+		return transport.Completed(err)
+	}
+	if !p.busy && p.qhead == len(p.queue) && p.out.free() >= p.out.slotsFor(len(b)) {
+		p.out.write(tag, b)
+		p.mu.Unlock()
+		return okReq
+	}
+	r := transport.NewRequest()
+	p.queue = append(p.queue, sendItem{tag, b, r})
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return r
+}
+
+// linkErr says why sends to p cannot go on, or nil.
+func (p *peer) linkErr() error {
+	switch {
+	case p.e.closing.Load():
+		return transport.ErrClosed
+	case p.out.readerGone.Load() != 0 || p.dead.Load() || p.lost.Load():
+		return &transport.PeerError{Op: "send", Peer: p.rank, Err: transport.ErrPeerClosed}
+	}
+	return nil
+}
+
+// free returns the number of free slots; a tail out of range counts as
+// none (the reader will be found out by its own checks, or never reads).
+func (r *ring) free() uint64 {
+	t := r.tail.Load()
+	if t > r.pos || r.pos-t > r.slots {
+		return 0
+	}
+	return r.slots - (r.pos - t)
+}
+
+func (r *ring) slotsFor(n int) uint64 {
+	if n == 0 {
+		return 1
+	}
+	return (uint64(n) + uint64(r.cap) - 1) / uint64(r.cap)
+}
+
+// write copies a message that fits in the free slots and publishes it.
+func (r *ring) write(tag transport.Tag, b []byte) {
+	first := true
+	for first || len(b) > 0 {
+		n := min(len(b), int(r.cap))
+		h := slotHdr{kind: kindCont, chunk: uint32(n)}
+		if first {
+			h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(len(b))}
+			first = false
+		}
+		s := r.slot(r.pos)
+		putSlot(s, h)
+		copy(s[slotHdrSize:], b[:n])
+		b = b[n:]
+		r.pos++
+	}
+	r.publish()
+}
+
+// publish makes the slots written so far visible and wakes a parked reader.
+func (r *ring) publish() {
+	r.head.Store(r.pos)
+	if r.readerSleep.Load() != 0 {
+		kick(r.dataSeq)
+	}
+}
+
+// sender writes the messages queued for p, waiting for free slots.
+func (p *peer) sender() {
+	defer p.e.wg.Done()
+	for {
+		select {
+		case <-p.wake:
+		case <-p.e.done:
+			return
+		}
+		for {
+			p.mu.Lock()
+			if p.qhead == len(p.queue) || p.sendErr != nil || p.e.closing.Load() {
+				p.busy = false
+				p.failQueueLocked()
+				p.mu.Unlock()
+				break
+			}
+			it := p.queue[p.qhead]
+			p.queue[p.qhead] = sendItem{}
+			p.qhead++
+			if p.qhead == len(p.queue) {
+				p.queue, p.qhead = p.queue[:0], 0
+			}
+			p.busy = true
+			p.mu.Unlock()
+			err := p.writeWaiting(it.tag, it.b)
+			if err != nil {
+				p.mu.Lock()
+				if p.sendErr == nil {
+					p.sendErr = err
+				}
+				p.mu.Unlock()
+			}
+			it.req.Complete(err)
+		}
+	}
+}
+
+// failQueueLocked fails the queued sends once sends cannot go on.
+func (p *peer) failQueueLocked() {
+	err := p.sendErr
+	if p.e.closing.Load() {
+		err = transport.ErrClosed
+	}
+	if err == nil {
+		return
+	}
+	for _, it := range p.queue[p.qhead:] {
+		it.req.Complete(err)
+	}
+	clear(p.queue)
+	p.queue, p.qhead = p.queue[:0], 0
+}
+
+// writeWaiting writes a message of any length, publishing slot by slot
+// and waiting for the reader to free slots.
+func (p *peer) writeWaiting(tag transport.Tag, b []byte) error {
+	r := p.out
+	first := true
+	for first || len(b) > 0 {
+		if r.free() == 0 {
+			if err := p.waitSpace(); err != nil {
+				return err
+			}
+		}
+		for k := r.free(); k > 0 && (first || len(b) > 0); k-- {
+			n := min(len(b), int(r.cap))
+			h := slotHdr{kind: kindCont, chunk: uint32(n)}
+			if first {
+				h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(len(b))}
+				first = false
+			}
+			s := r.slot(r.pos)
+			putSlot(s, h)
+			copy(s[slotHdrSize:], b[:n])
+			b = b[n:]
+			r.pos++
+		}
+		r.publish()
+	}
+	return nil
+}
+
+func (p *peer) waitSpace() error {
+	r := p.out
+	ready := func() bool { return r.free() > 0 || p.linkErr() != nil }
+	if !spinFor(p.e.cfg.Spin, ready) {
+		park(r.spaceSeq, r.writerSleep, ready)
+	}
+	if r.free() > 0 {
+		return nil
+	}
+	return p.linkErr()
+}
+
+// drain reads p's ring and hands its messages to the matcher, until the
+// peer leaves or dies, the ring breaks the protocol, or Close.
+func (p *peer) drain() {
+	defer p.e.wg.Done()
+	r := p.in
+	for {
+		if err := p.next(); err != nil {
+			p.end(err)
+			return
+		}
+		h, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, 0)
+		if err != nil {
+			p.end(err)
+			return
+		}
+		r.chunkLeft = int(h.chunk)
+		r.msgLeft = h.total - uint64(h.chunk)
+		if err := p.e.m.DeliverFrom(p.rank, h.tag, int(h.total), p, p.failRecv); err != nil {
+			p.end(err)
+			return
+		}
+		p.release()
+	}
+}
+
+// errLeft: the peer closed its endpoint and the ring is empty.
+var errLeft = errors.New("peer left")
+
+// next waits for the next slot, takes its header, and holds it.
+func (p *peer) next() error {
+	r := p.in
+	ready := func() bool {
+		return r.head.Load() != r.pos || p.e.closing.Load() || p.dead.Load() || r.writerGone.Load() != 0
+	}
+	if !spinFor(p.e.cfg.Spin, ready) {
+		park(r.dataSeq, r.readerSleep, ready)
+	}
+	if p.e.closing.Load() {
+		return transport.ErrClosed
+	}
+	gone := r.writerGone.Load() != 0 // before head: all it wrote is published
+	h := r.head.Load()
+	if h == r.pos {
+		if gone {
+			return errLeft
+		}
+		return fmt.Errorf("%w: process %d exited", transport.ErrPeerClosed, p.pid)
+	}
+	if h < r.pos || h-r.pos > r.slots {
+		return fmt.Errorf("%w: %v: head %d, tail %d, %d slots", transport.ErrProtocol, errCorruptIndex, h, r.pos, r.slots)
+	}
+	s := r.slot(r.pos)
+	copy(r.hdrBuf[:], s[:slotHdrSize])
+	r.chunkOff = int(hdrSize+(r.pos%r.slots)*r.slotSize) + slotHdrSize
+	r.held = true
+	return nil
+}
+
+// release frees the held slot for the writer.
+func (p *peer) release() {
+	r := p.in
+	if !r.held {
+		return
+	}
+	r.held = false
+	r.pos++
+	r.tail.Store(r.pos)
+	if r.writerSleep.Load() != 0 {
+		kick(r.spaceSeq)
+	}
+}
+
+// Read implements io.Reader over the payload of the message being drained,
+// for Matcher.DeliverFrom: it copies out of the slots and frees each one
+// as soon as it is copied.
+func (p *peer) Read(b []byte) (int, error) {
+	r := p.in
+	n := 0
+	for n < len(b) {
+		if r.chunkLeft == 0 {
+			p.release()
+			if r.msgLeft == 0 {
+				return n, io.ErrUnexpectedEOF
+			}
+			if err := p.next(); err != nil {
+				return n, err
+			}
+			h, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, r.msgLeft)
+			if err != nil {
+				return n, err
+			}
+			r.chunkLeft = int(h.chunk)
+			r.msgLeft -= uint64(h.chunk)
+		}
+		k := copy(b[n:], r.mem[r.chunkOff:r.chunkOff+r.chunkLeft])
+		r.chunkOff += k
+		r.chunkLeft -= k
+		n += k
+		if r.chunkLeft == 0 && r.msgLeft == 0 {
+			p.release()
+		}
+	}
+	return n, nil
+}
+
+// failRecv is the error a receive claimed by DeliverFrom fails with when
+// the ring fails in the middle of its message.
+func (p *peer) failRecv(err error) error {
+	if errors.Is(err, transport.ErrClosed) {
+		return transport.ErrClosed
+	}
+	return p.recvErr(err)
+}
+
+func (p *peer) recvErr(err error) error {
+	if err == errLeft {
+		err = transport.ErrPeerClosed
+	}
+	return &transport.PeerError{Op: "recv", Peer: p.rank, Err: err}
+}
+
+// end records why draining p stopped: pending and later receives from p
+// fail, so do sends to it, and a loss that is not a goodbye is reported.
+func (p *peer) end(err error) {
+	if p.e.closing.Load() {
+		return // Close aborts the matcher
+	}
+	if err == errLeft {
+		p.left.Store(true)
+	}
+	if errors.Is(err, transport.ErrProtocol) {
+		// Tell the peer we stopped reading, so its sends fail.
+		p.in.readerGone.Store(1)
+		kick(p.in.spaceSeq)
+	}
+	p.lost.Store(true)
+	kick(p.out.spaceSeq) // a sender waiting for space sees linkErr
+	pe := p.recvErr(err).(*transport.PeerError)
+	p.e.m.FailPeer(p.rank, pe)
+	if f := p.e.onLoss.Load(); f != nil && err != errLeft {
+		(*f)(pe)
+	}
+}
+
+// monitor watches the peers' processes: a pidfd becomes readable when its
+// process exits. Then the peer's drainer is woken; it delivers what the
+// peer published and fails the rest.
+func (e *Endpoint) monitor() {
+	defer e.wg.Done()
+	fds := []unix.PollFd{{Fd: int32(e.wakeR), Events: unix.POLLIN}}
+	var who []*peer
+	timeout := -1
+	for _, p := range e.peers {
+		if p == nil {
+			continue
+		}
+		if p.pidfd < 0 {
+			timeout = 100 // no pidfd: poll the pid instead
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN})
+		who = append(who, p)
+	}
+	for {
+		_, err := unix.Poll(fds, timeout)
+		if e.closing.Load() {
+			return
+		}
+		if err != nil && err != unix.EINTR {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		for i, p := range who {
+			f := &fds[i+1]
+			died := false
+			if p.pidfd >= 0 {
+				died = f.Fd >= 0 && f.Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
+			} else if !p.dead.Load() {
+				died = unix.Kill(p.pid, 0) == unix.ESRCH
+			}
+			if died {
+				f.Fd = -1 // poll ignores it from now on
+				p.dead.Store(true)
+				kick(p.in.dataSeq)
+				kick(p.out.spaceSeq)
+			}
+		}
+	}
+}
+
+// Close implements transport.Endpoint. It tells every peer that this rank
+// leaves on purpose (so that it is not taken for dead), fails pending
+// requests with ErrClosed, stops its goroutines and unmaps its segments.
+func (e *Endpoint) Close() error {
+	e.once.Do(func() {
+		e.closing.Store(true)
+		close(e.done)
+		for _, p := range e.peers {
+			if p == nil {
+				continue
+			}
+			p.mu.Lock() // an inline write in Isend is over after this
+			p.mu.Unlock()
+			kick(p.in.dataSeq)
+			kick(p.out.spaceSeq)
+		}
+		if e.wakeW >= 0 {
+			unix.Write(e.wakeW, []byte{0})
+		}
+		e.wg.Wait()
+		for _, p := range e.peers {
+			if p == nil {
+				continue
+			}
+			p.out.writerGone.Store(1)
+			kick(p.out.dataSeq)
+			p.in.readerGone.Store(1)
+			kick(p.in.spaceSeq)
+			p.mu.Lock()
+			p.failQueueLocked()
+			p.mu.Unlock()
+		}
+		e.m.Abort(transport.ErrClosed)
+		for _, p := range e.peers {
+			if p != nil {
+				unix.Unlink(p.name) // in case the peer never mapped it
+			}
+		}
+		e.release()
+	})
+	return nil
+}
+
+// release unmaps the segments and closes the descriptors. The caller has
+// stopped the goroutines.
+func (e *Endpoint) release() {
+	for _, p := range e.peers {
+		if p == nil {
+			continue
+		}
+		if p.out != nil {
+			unix.Munmap(p.out.mem)
+			p.out = nil
+		}
+		if p.in != nil {
+			unix.Munmap(p.in.mem)
+			p.in = nil
+		}
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+			p.pidfd = -1
+		}
+	}
+	for _, fd := range []int{e.wakeR, e.wakeW} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	e.wakeR, e.wakeW = -1, -1
+}
