@@ -117,7 +117,7 @@ type peer struct {
 	in    *ring // the peer writes, we read
 	pidfd int   // -1 if pidfd_open failed: then the monitor polls kill(pid, 0)
 	pid   int
-	name  string // of the segment we write, unlinked by its reader
+	name  string      // of the segment we write, unlinked by its reader
 	dead  atomic.Bool // the peer's process is gone
 	left  atomic.Bool // the peer closed on purpose
 	lost  atomic.Bool // the link failed: reported once

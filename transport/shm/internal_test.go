@@ -1,0 +1,184 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+func FuzzSlotHeader(f *testing.F) {
+	mk := func(kind, chunk uint32, tag, total uint64) []byte {
+		b := make([]byte, slotHdrSize)
+		putSlot(b, slotHdr{kind: kind, chunk: chunk, tag: transport.Tag(tag), total: total})
+		return b
+	}
+	f.Add(mk(kindFirst, 8, 1, 8), uint32(8160), uint64(0))
+	f.Add(mk(kindFirst, 8160, 1, 1<<20), uint32(8160), uint64(0))
+	f.Add(mk(kindCont, 100, 0, 0), uint32(8160), uint64(100))
+	f.Add(mk(kindCont, 9000, 0, 0), uint32(8160), uint64(1<<20))
+	f.Add(mk(7, 0, 0, 0), uint32(32), uint64(0))
+	f.Add([]byte{1, 2, 3}, uint32(32), uint64(0))
+	const maxMsg = 1 << 32
+	f.Fuzz(func(t *testing.T, b []byte, payloadCap uint32, left uint64) {
+		h, err := parseSlot(b, payloadCap, maxMsg, left)
+		if err != nil {
+			if !errors.Is(err, transport.ErrProtocol) {
+				t.Fatalf("error %v does not wrap ErrProtocol", err)
+			}
+			return
+		}
+		if h.chunk > payloadCap {
+			t.Fatalf("accepted a chunk of %d bytes in a slot of %d", h.chunk, payloadCap)
+		}
+		switch h.kind {
+		case kindFirst:
+			if left != 0 || h.total > maxMsg || uint64(h.chunk) > h.total {
+				t.Fatalf("accepted first slot %+v with %d bytes left", h, left)
+			}
+		case kindCont:
+			if left == 0 || uint64(h.chunk) > left {
+				t.Fatalf("accepted continuation %+v with %d bytes left", h, left)
+			}
+		default:
+			t.Fatalf("accepted kind %d", h.kind)
+		}
+	})
+}
+
+func pair(t *testing.T, cfg Config) [2]*Endpoint {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.JobID, cfg.Nonce = "internal", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+	for i, r := range cfg.Nonce {
+		if r == '/' {
+			cfg.Nonce = cfg.Nonce[:i] + "_" + cfg.Nonce[i+1:]
+		}
+	}
+	var eps [2]*Endpoint
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := cfg
+			c.Rank, c.Size = i, 2
+			eps[i], errs[i] = Connect(ctx, c)
+		}()
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	t.Cleanup(func() { eps[0].Close(); eps[1].Close() })
+	return eps
+}
+
+// TestGarbage writes bad slots and indices into rank 0's ring to rank 1:
+// rank 1 fails the receive with ErrProtocol naming rank 0, reports the
+// loss, and rank 0's later sends fail; nothing crashes.
+func TestGarbage(t *testing.T) {
+	cases := map[string]func(r *ring){
+		"chunk past the slot": func(r *ring) {
+			putSlot(r.slot(r.pos), slotHdr{kind: kindFirst, chunk: r.cap + 1, tag: 1, total: uint64(r.cap) + 1})
+			r.pos++
+			r.head.Store(r.pos)
+		},
+		"bad kind": func(r *ring) {
+			putSlot(r.slot(r.pos), slotHdr{kind: 99, chunk: 4, tag: 1, total: 4})
+			r.pos++
+			r.head.Store(r.pos)
+		},
+		"continuation first": func(r *ring) {
+			putSlot(r.slot(r.pos), slotHdr{kind: kindCont, chunk: 4})
+			r.pos++
+			r.head.Store(r.pos)
+		},
+		"huge message": func(r *ring) {
+			putSlot(r.slot(r.pos), slotHdr{kind: kindFirst, chunk: r.cap, tag: 1, total: 1 << 62})
+			r.pos++
+			r.head.Store(r.pos)
+		},
+		"head out of range": func(r *ring) {
+			r.head.Store(r.pos + r.slots + 7)
+		},
+		"head backwards": func(r *ring) {
+			r.head.Store(r.pos - 1)
+		},
+		"short continuation": func(r *ring) {
+			putSlot(r.slot(r.pos), slotHdr{kind: kindFirst, chunk: r.cap, tag: 1, total: 3 * uint64(r.cap)})
+			putSlot(r.slot(r.pos+1), slotHdr{kind: kindCont, chunk: 5})
+			r.pos += 2
+			r.head.Store(r.pos)
+		},
+	}
+	for name, corrupt := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			eps := pair(t, Config{SlotSize: 256, Slots: 8})
+			lost := make(chan *transport.PeerError, 1)
+			eps[1].OnPeerLoss(func(pe *transport.PeerError) { lost <- pe })
+			// A message first, to check the ring was in step.
+			got := make([]byte, 3)
+			if err := eps[0].Isend(1, 1, []byte("abc")).Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := eps[1].Irecv(0, 1, got).Wait(ctx); err != nil || string(got) != "abc" {
+				t.Fatalf("%q %v", got, err)
+			}
+			r := eps[1].Irecv(0, 1, make([]byte, 3*256))
+			corrupt(eps[0].peers[1].out)
+			kick(eps[0].peers[1].out.dataSeq)
+			err := r.Wait(ctx)
+			var pe *transport.PeerError
+			if !errors.Is(err, transport.ErrProtocol) || !errors.As(err, &pe) || pe.Peer != 0 {
+				t.Fatalf("recv: %v, want a PeerError naming rank 0 wrapping ErrProtocol", err)
+			}
+			select {
+			case pe := <-lost:
+				if pe.Peer != 0 || !errors.Is(pe, transport.ErrProtocol) {
+					t.Fatalf("loss reported: %v", pe)
+				}
+			case <-ctx.Done():
+				t.Fatal("no loss reported")
+			}
+			if err := eps[0].Isend(1, 2, []byte("x")).Wait(ctx); !errors.Is(err, transport.ErrPeerClosed) {
+				t.Fatalf("send to the rank that stopped reading: %v", err)
+			}
+		})
+	}
+}
+
+// TestBadSegment: a segment whose header announces more slots than the
+// file holds is refused.
+func TestBadSegment(t *testing.T) {
+	mem := make([]byte, hdrSize+4*64)
+	binary.LittleEndian.PutUint64(mem[offMagic:], magic)
+	binary.LittleEndian.PutUint32(mem[offVersion:], version)
+	binary.LittleEndian.PutUint32(mem[offSlotSize:], 64)
+	binary.LittleEndian.PutUint32(mem[offSlots:], 4)
+	if err := checkHeader(mem); err != nil {
+		t.Fatalf("good header refused: %v", err)
+	}
+	binary.LittleEndian.PutUint32(mem[offSlots:], 5)
+	if checkHeader(mem) == nil {
+		t.Fatal("header announcing 5 slots in room for 4 accepted")
+	}
+	binary.LittleEndian.PutUint32(mem[offSlots:], 4)
+	binary.LittleEndian.PutUint32(mem[offSlotSize:], 60)
+	if checkHeader(mem) == nil {
+		t.Fatal("unaligned slot size accepted")
+	}
+}
