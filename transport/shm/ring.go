@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -173,7 +174,8 @@ func kick(w *atomic.Uint32) {
 	futexWake(w)
 }
 
-// spinFor spins until ready returns true or d has passed.
+// spinFor polls until ready returns true or d has passed, yielding the
+// processor between rounds of polls.
 func spinFor(d time.Duration, ready func() bool) bool {
 	if d <= 0 {
 		return ready()
@@ -183,7 +185,10 @@ func spinFor(d time.Duration, ready func() bool) bool {
 		if ready() {
 			return true
 		}
-		if i&63 == 63 {
+		if i&7 == 7 {
+			// Let the goroutines this one readied run: a receiver woken by
+			// a delivery waits in this P's run queue, not on another core.
+			runtime.Gosched()
 			if start.IsZero() {
 				start = time.Now()
 			} else if time.Since(start) > d {
