@@ -1,4 +1,95 @@
 // Package shm is a transport.Endpoint for ranks that are processes on one
-// host: each ordered pair of ranks has a single-producer single-consumer
-// ring of slots in a shared memory segment under /dev/shm.
+// host (or goroutines of one process: each Connect maps the segments
+// anew). It is Linux only.
+//
+// # Rings and segments
+//
+// Each ordered pair of ranks (from, to) has a single-producer
+// single-consumer ring of slots in its own segment: a file named
+// SegmentName(JobID, Nonce, from, to) in Config.Dir (/dev/shm), mapped
+// shared by both. Rank from creates it (O_EXCL, mode 0600), sizes and maps
+// it, fills the header and stores ready last; rank to polls with backoff
+// until it is there and ready, maps it, checks that the header's slot size
+// and count match the file's size, writes its pid, and unlinks the file.
+// So once Connect has returned on both sides nothing is left in /dev/shm,
+// and a crash after that leaves nothing either (the kernel frees the
+// memory with the last mapping). A Close unlinks the segments its peers
+// never opened.
+//
+//	offset  0   +--------------------------------------------------------+
+//	            | magic "gocclshm" | version | slot size | slots         |
+//	            | writer pid | reader pid | ready             (line 0)   |
+//	       64   | head   uint64: slots published   (writer only)         |
+//	      128   | tail   uint64: slots consumed    (reader only)         |
+//	      192   | dataSeq uint32, readerSleep uint32 (reader parks here) |
+//	      256   | spaceSeq uint32, writerSleep uint32 (writer parks)     |
+//	      320   | writerGone uint32: the writer closed (goodbye)         |
+//	      384   | readerGone uint32: the reader closed                   |
+//	     4096   +--------------------------------------------------------+
+//	            | slot 0: kind u32 | chunk u32 | tag u64 | total u64 | - |
+//	            |         payload: SlotSize-32 bytes                     |
+//	            | slot 1 ...                                             |
+//	            | slot Slots-1                                           |
+//	            +--------------------------------------------------------+
+//
+// Every index and flag sits in its own 64-byte cache line and is read and
+// written with sync/atomic; slot i lives at i mod Slots. A message takes
+// one slot (kind first: its tag, its total length, and up to SlotSize-32
+// bytes) and as many continuation slots as its length needs, in order. A
+// message that fits in the free slots is copied in by Isend itself, which
+// returns a completed request (no goroutine, no allocation); a longer one
+// is queued for the peer's sender goroutine, which publishes slot by slot
+// as the reader frees them, so a message of any length streams through a
+// ring of any size (one copy in, one copy out). Messages to oneself go
+// straight to the matcher.
+//
+// One drainer goroutine per peer reads its ring and hands each message to
+// the transport.Matcher: into the posted receive when there is one
+// (Claim, then straight from the slots into the user's buffer), else into
+// a pooled buffer in the unexpected queue. It never waits for a receive to
+// be posted, so a message nobody receives yet does not hold up others.
+//
+// # Waiting
+//
+// A goroutine waiting for data (the drainer) or for space (a sender)
+// polls the ring for Config.Spin (DefaultSpin; negative: not at all),
+// yielding the processor every few polls so that the goroutines it woke
+// can run, then parks on a futex word in the segment: it reads the word,
+// sets its sleep flag, checks the ring again, and calls FUTEX_WAIT with
+// the value it read. The other side publishes (head or tail) and then, if
+// the sleep flag is set, increments the word and calls FUTEX_WAKE. With
+// sequentially consistent atomics either the waiter sees the new index or
+// the publisher sees the flag, and a wake between the read of the word and
+// FUTEX_WAIT makes FUTEX_WAIT return at once, so no wake-up is lost. An
+// idle rank's goroutines sleep in the kernel (a FUTEX_WAIT times out after
+// a second as a safety net only).
+//
+// # Failure
+//
+// Each segment holds its writer's pid. Connect opens a pidfd for each peer
+// (pidfd_open; kill(pid, 0) every 100 ms where pidfds are refused) and one
+// monitor goroutine polls them: when a peer's process exits its drainer is
+// woken, delivers what the peer had published, fails the receives pending
+// from it with a transport.PeerError wrapping transport.ErrPeerClosed, and
+// the loss is reported to the function given to OnPeerLoss; sends to it
+// fail too. This happens whether or not anyone waits on the peer. Close
+// sets writerGone in the rings it writes (a goodbye: the peer's receives
+// fail with ErrPeerClosed but no loss is reported) and readerGone in those
+// it reads (the peer's sends fail).
+//
+// A peer is never trusted with an index or a length: the segment header is
+// checked against the file size once, the head index must lie within
+// Slots of the tail, and each slot header is checked by parseSlot (fuzzed
+// by FuzzSlotHeader) before any payload byte is read. A violation fails
+// the peer's receives with an error wrapping transport.ErrProtocol that
+// names it, and stops reading its ring.
+//
+// # Left to do
+//
+// Messages always go through the ring (two copies); a single-copy path
+// for large messages (process_vm_readv, falling back to the ring where it
+// is refused) is not there yet. The receive side allocates what
+// transport.Matcher.Post allocates (a request per receive that waits);
+// the send and drain paths allocate nothing. Init does not select this
+// transport yet.
 package shm

@@ -182,3 +182,26 @@ func TestBadSegment(t *testing.T) {
 		t.Fatal("unaligned slot size accepted")
 	}
 }
+
+// TestIdleParks: once nothing is sent, each drainer leaves its spin and
+// parks on the futex (says so in the segment), and a message still wakes
+// it.
+func TestIdleParks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eps := pair(t, Config{})
+	for ctx.Err() == nil && (eps[0].peers[1].in.readerSleep.Load() == 0 || eps[1].peers[0].in.readerSleep.Load() == 0) {
+		time.Sleep(time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("an idle drainer never parked")
+	}
+	got := make([]byte, 2)
+	r := eps[1].Irecv(0, 1, got)
+	if err := eps[0].Isend(1, 1, []byte("hi")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err != nil || string(got) != "hi" {
+		t.Fatalf("%q %v", got, err)
+	}
+}
