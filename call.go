@@ -52,14 +52,16 @@ func (k *call) exec(ctx context.Context) error {
 		return k.err
 	}
 	c := k.c
-	if err := c.usable(k.op); err != nil {
-		return err
-	}
 	if k.p != nil && k.p.tag == 0 {
 		if err := ctx.Err(); err != nil {
 			return k.notStarted(err)
 		}
+		// Ordered even on an aborted communicator, so that this rank's
+		// call of the slot is known when the verdict names a rank.
 		k.take()
+	}
+	if err := c.usable(k.op); err != nil {
+		return err
 	}
 	if k.p != nil {
 		defer k.finish()

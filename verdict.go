@@ -157,6 +157,17 @@ func (c *Comm) settled(op string, err error) error {
 		e.Err = &abortedErr{ge.Err}
 		return &e
 	}
+	if class := classOf(err); class != classAborted && class == classOf(*p) && !errors.Is(err, ErrPeerClosed) {
+		// This call saw for itself a failure of the verdict's kind (a
+		// monitored barrier's timeout naming the missing ranks, say):
+		// keep its words, and name the rank the verdict blames.
+		e := *ge
+		e.Err = &abortedErr{ge.Err}
+		if b := c.blamedPeer(); b >= 0 && b != e.Peer {
+			e.Peer, e.Dir = b, ""
+		}
+		return &e
+	}
 	// A consequence (a relayer's goodbye, the endpoint closed under the
 	// call, a wait cut short): report the cause.
 	peer := c.blamedPeer()
