@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/launch"
 	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
@@ -225,7 +226,8 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 func (c *Comm) settle(ctx context.Context) error {
 	bctx, cancel := context.WithTimeout(ctx, time.Minute+c.opts.timeout/100)
 	defer cancel()
-	if err := c.Barrier(bctx); err != nil {
+	// goccl's own barrier, not logged as the user's call.
+	if err := c.Barrier(commslog.Internal(bctx)); err != nil {
 		c.Close()
 		return err
 	}
