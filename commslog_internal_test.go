@@ -2,7 +2,9 @@ package goccl_test
 
 import (
 	"context"
+	"net"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/goccl/goccl"
@@ -36,6 +38,42 @@ func TestCommsLogRecordsUserCallsOnly(t *testing.T) {
 	for r, ops := range logs {
 		if !slices.Equal(ops, want) {
 			t.Errorf("rank %d logged %v, want %v", r, ops, want)
+		}
+	}
+}
+
+// Init's closing barrier is goccl's own: a rank's log starts empty.
+func TestCommsLogSkipsInitBarrier(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	logs := make([][]string, 2)
+	errs := make([]error, 2)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := goccl.Init(ctx, goccl.WithCommsLog(commslog.Config{Enabled: true}),
+				goccl.WithEnv(goccl.Env{Rank: r, Size: 2, LocalRank: r, LocalSize: 2, MasterAddr: "127.0.0.1", MasterPort: port}))
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer c.Close()
+			for _, rec := range c.CommsLog().Records() {
+				logs[r] = append(logs[r], rec.Op)
+			}
+		}()
+	}
+	wg.Wait()
+	for r := range 2 {
+		if errs[r] != nil || len(logs[r]) != 0 {
+			t.Errorf("rank %d: %v, logged %v before any call of its own", r, errs[r], logs[r])
 		}
 	}
 }
