@@ -25,6 +25,7 @@
 //	      256   | spaceSeq uint32, writerSleep uint32 (writer parks)     |
 //	      320   | writerGone uint32: the writer closed (goodbye)         |
 //	      384   | readerGone uint32: the reader closed                   |
+//	      448   | cmaDone uint64, cmaStatus uint32       (reader writes) |
 //	     4096   +--------------------------------------------------------+
 //	            | slot 0: kind u32 | chunk u32 | tag u64 | total u64 | - |
 //	            |         payload: SlotSize-32 bytes                     |
@@ -42,6 +43,24 @@
 // as the reader frees them, so a message of any length streams through a
 // ring of any size (one copy in, one copy out). Messages to oneself go
 // straight to the matcher.
+//
+// # Large messages: one copy
+//
+// A message of Config.CMAThreshold bytes or more (DefaultCMAThreshold,
+// 64 KiB; negative: never) takes a single slot of kind 3 holding the
+// address of the sender's buffer; the receiver's drainer copies the
+// message with process_vm_readv (Linux cross-memory attach) straight from
+// the sender's memory into the posted receive (or into a pooled buffer
+// when none is posted yet), then stores cmaStatus and increments cmaDone,
+// waking the sender, whose send completes only then. The first such
+// message from a peer is preceded by a one-byte probe read: where the
+// kernel refuses (EPERM under a strict ptrace scope or in some
+// containers), the receiver answers cmaStatus=refused, and the sender
+// sends that message and every later one to that receiver by copy
+// through the ring. Endpoint.LargePath(peer) says which path the next
+// large message to a peer takes ("cma" or "copy") and Endpoint.Stats
+// counts the messages that went each way (CMASends, CMARecvs, CopySends,
+// CMARefused): to tell which path ran, read them after a transfer.
 //
 // One drainer goroutine per peer reads its ring and hands each message to
 // the transport.Matcher: into the posted receive when there is one
@@ -86,9 +105,7 @@
 //
 // # Left to do
 //
-// Messages always go through the ring (two copies); a single-copy path
-// for large messages (process_vm_readv, falling back to the ring where it
-// is refused) is not there yet. The receive side allocates what
+// The receive side allocates what
 // transport.Matcher.Post allocates (a request per receive that waits);
 // the send and drain paths allocate nothing. Init does not select this
 // transport yet.

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/transporttest"
 )
 
 func FuzzSlotHeader(f *testing.F) {
@@ -25,6 +28,7 @@ func FuzzSlotHeader(f *testing.F) {
 	f.Add(mk(kindCont, 100, 0, 0), uint32(8160), uint64(100))
 	f.Add(mk(kindCont, 9000, 0, 0), uint32(8160), uint64(1<<20))
 	f.Add(mk(7, 0, 0, 0), uint32(32), uint64(0))
+	f.Add(mk(kindCMA, cmaDescSize, 3, 1<<20), uint32(8160), uint64(0))
 	f.Add([]byte{1, 2, 3}, uint32(32), uint64(0))
 	const maxMsg = 1 << 32
 	f.Fuzz(func(t *testing.T, b []byte, payloadCap uint32, left uint64) {
@@ -46,6 +50,10 @@ func FuzzSlotHeader(f *testing.F) {
 		case kindCont:
 			if left == 0 || uint64(h.chunk) > left {
 				t.Fatalf("accepted continuation %+v with %d bytes left", h, left)
+			}
+		case kindCMA:
+			if left != 0 || h.total > maxMsg || h.total == 0 || h.chunk != cmaDescSize {
+				t.Fatalf("accepted cma descriptor %+v with %d bytes left", h, left)
 			}
 		default:
 			t.Fatalf("accepted kind %d", h.kind)
@@ -107,6 +115,13 @@ func TestGarbage(t *testing.T) {
 		},
 		"huge message": func(r *ring) {
 			putSlot(r.slot(r.pos), slotHdr{kind: kindFirst, chunk: r.cap, tag: 1, total: 1 << 62})
+			r.pos++
+			r.head.Store(r.pos)
+		},
+		"cma address not mapped": func(r *ring) {
+			s := r.slot(r.pos)
+			putSlot(s, slotHdr{kind: kindCMA, chunk: cmaDescSize, tag: 1, total: 1 << 20})
+			binary.LittleEndian.PutUint64(s[slotHdrSize:], 8)
 			r.pos++
 			r.head.Store(r.pos)
 		},
@@ -204,4 +219,119 @@ func TestIdleParks(t *testing.T) {
 	if err := r.Wait(ctx); err != nil || string(got) != "hi" {
 		t.Fatalf("%q %v", got, err)
 	}
+}
+
+// TestCMA: a large message is pulled by the receiver (one copy), posted
+// first or not, and Stats and LargePath say so.
+func TestCMA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eps := pair(t, Config{})
+	if got := eps[0].LargePath(1); got != "cma" {
+		t.Fatalf("LargePath = %q before any send", got)
+	}
+	want := make([]byte, 1<<20)
+	for i := range want {
+		want[i] = byte(i * 31)
+	}
+	for _, posted := range []bool{true, false} {
+		got := make([]byte, len(want))
+		var r, s transport.Request
+		if posted {
+			r = eps[1].Irecv(0, 1, got)
+			s = eps[0].Isend(1, 1, want)
+		} else {
+			s = eps[0].Isend(1, 1, want)
+			r = eps[1].Irecv(0, 1, got)
+		}
+		if err := s.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("posted=%v: payload differs", posted)
+		}
+	}
+	if st := eps[0].Stats(); st.CMASends != 2 || st.CopySends != 0 {
+		t.Fatalf("sender stats %+v, want 2 CMA sends", st)
+	}
+	if st := eps[1].Stats(); st.CMARecvs != 2 {
+		t.Fatalf("receiver stats %+v, want 2 CMA receives", st)
+	}
+	if got := eps[0].LargePath(1); got != "cma" {
+		t.Fatalf("LargePath = %q", got)
+	}
+}
+
+// refuse is a process_vm_readv that the kernel refuses, as under a strict
+// ptrace scope.
+func refuse(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error) { return 0, unix.EPERM }
+
+// TestCMARefused: where process_vm_readv is refused, large messages fall
+// back to copies through the ring, and LargePath says "copy".
+func TestCMARefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eps := pair(t, Config{readv: refuse})
+	want := make([]byte, 300<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	for range 2 {
+		got := make([]byte, len(want))
+		r := eps[1].Irecv(0, 1, got)
+		if err := eps[0].Isend(1, 1, want).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatal("payload differs")
+		}
+	}
+	if got := eps[0].LargePath(1); got != "copy" {
+		t.Fatalf("LargePath = %q after a refusal", got)
+	}
+	if st := eps[1].Stats(); st.CMARefused != 1 || st.CMARecvs != 0 {
+		t.Fatalf("receiver stats %+v, want one refusal", st)
+	}
+	if st := eps[0].Stats(); st.CMASends != 0 || st.CopySends != 2 {
+		t.Fatalf("sender stats %+v, want 2 copies", st)
+	}
+}
+
+// TestConformanceCMARefused runs the suite where every process_vm_readv
+// is refused.
+func TestConformanceCMARefused(t *testing.T) {
+	n := 0
+	transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint {
+		n++
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		eps := make([]transport.Endpoint, size)
+		errs := make([]error, size)
+		nonce := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
+		var wg sync.WaitGroup
+		for i := range size {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var ep *Endpoint
+				ep, errs[i] = Connect(ctx, Config{Rank: i, Size: size, JobID: "refused", Nonce: nonce, readv: refuse})
+				if ep != nil {
+					eps[i] = ep
+				}
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return eps
+	})
 }

@@ -19,7 +19,8 @@ import (
 )
 
 // A child process plays rank 1 of a two-rank job when envChild is set:
-// it echoes one message from rank 0 (tag 1 back as tag 2), then closes
+// it echoes a message of 8 bytes from rank 0 (tag 1 back as tag 2) and
+// one of 1 MiB (tag 5 back as tag 6), then closes
 // ("clean") or waits to be killed ("hang").
 const (
 	envChild = "GOCCL_SHM_TEST_CHILD"
@@ -50,6 +51,15 @@ func child(mode string) int {
 	if err := ep.Isend(0, 2, buf).Wait(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child send:", err)
 		return 4
+	}
+	big := make([]byte, 1<<20)
+	if err := ep.Irecv(0, 5, big).Wait(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child recv:", err)
+		return 5
+	}
+	if err := ep.Isend(0, 6, big).Wait(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child send:", err)
+		return 6
 	}
 	if mode == "hang" {
 		select {} // until SIGKILL
@@ -101,6 +111,20 @@ func startChild(t *testing.T, mode string) (*shm.Endpoint, *exec.Cmd, chan *tran
 	if err := r.Wait(ctx); err != nil || string(got) != "ping1234" {
 		t.Fatalf("echo: %q %v", got, err)
 	}
+	big, back := make([]byte, 1<<20), make([]byte, 1<<20)
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	r = ep.Irecv(1, 6, back)
+	if err := ep.Isend(1, 5, big).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err != nil || string(back) != string(big) {
+		t.Fatalf("1 MiB echo: %v", err)
+	}
+	// Which path the 1 MiB messages took: "cma" unless the kernel refuses
+	// process_vm_readv between these processes (then "copy").
+	t.Logf("large messages to rank 1 go by %s; stats %+v", ep.LargePath(1), ep.Stats())
 	if l := leftovers(t, job); len(l) > 0 {
 		t.Errorf("segments left in %s while the job runs: %v", shm.DefaultDir, l)
 	}

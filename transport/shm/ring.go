@@ -39,11 +39,19 @@ const (
 	offWriterSleep = 4*64 + 4
 	offWriterGone  = 5 * 64 // uint32: the writer closed on purpose (goodbye)
 	offReaderGone  = 6 * 64 // uint32: the reader closed on purpose
+	offCMADone     = 7 * 64 // uint64: cma descriptors handled, written by the reader
+	offCMAStatus   = 7*64 + 8
 
 	slotHdrSize = 32
 
 	kindFirst = 1 // the first slot of a message
 	kindCont  = 2 // a continuation slot
+	kindCMA   = 3 // a descriptor: the reader pulls the message with process_vm_readv
+
+	cmaDescSize = 8 // a kindCMA slot's payload: the sender's buffer address
+
+	cmaOK      = 0 // offCMAStatus: the reader copied the message
+	cmaRefused = 1 // the kernel refused the reader: the message follows through the ring
 )
 
 // slotHdr is the parsed header of a slot.
@@ -90,6 +98,16 @@ func parseSlot(b []byte, payloadCap uint32, maxMsg uint64, left uint64) (slotHdr
 		if uint64(h.chunk) != min(left, uint64(payloadCap)) {
 			return slotHdr{}, fmt.Errorf("%w: continuation slot holds %d bytes, %d expected", transport.ErrProtocol, h.chunk, min(left, uint64(payloadCap)))
 		}
+	case kindCMA:
+		if left != 0 {
+			return slotHdr{}, fmt.Errorf("%w: new message while %d bytes of the last are missing", transport.ErrProtocol, left)
+		}
+		if h.total > maxMsg {
+			return slotHdr{}, fmt.Errorf("%w: message of %d bytes exceeds MaxMessage %d", transport.ErrProtocol, h.total, maxMsg)
+		}
+		if h.chunk != cmaDescSize || h.total == 0 {
+			return slotHdr{}, fmt.Errorf("%w: cma descriptor of %d bytes for %d bytes", transport.ErrProtocol, h.chunk, h.total)
+		}
 	default:
 		return slotHdr{}, fmt.Errorf("%w: slot kind %d", transport.ErrProtocol, h.kind)
 	}
@@ -114,7 +132,10 @@ type ring struct {
 	dataSeq, readerSleep   *atomic.Uint32
 	spaceSeq, writerSleep  *atomic.Uint32
 	writerGone, readerGone *atomic.Uint32
+	cmaDone                *atomic.Uint64
+	cmaStatus              *atomic.Uint32
 	writerPid              int
+	cmaSeq                 uint64 // descriptors written (writer) or handled (reader)
 
 	pos uint64 // local head (writer) or tail (reader)
 
@@ -138,6 +159,7 @@ func newRing(mem []byte) *ring {
 	r.dataSeq, r.readerSleep = u32(mem, offDataSeq), u32(mem, offReaderSleep)
 	r.spaceSeq, r.writerSleep = u32(mem, offSpaceSeq), u32(mem, offWriterSleep)
 	r.writerGone, r.readerGone = u32(mem, offWriterGone), u32(mem, offReaderGone)
+	r.cmaDone, r.cmaStatus = u64(mem, offCMADone), u32(mem, offCMAStatus)
 	r.writerPid = int(int32(binary.LittleEndian.Uint32(mem[offWriterPid:])))
 	return r
 }

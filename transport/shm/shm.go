@@ -10,13 +10,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -27,6 +30,9 @@ const (
 	DefaultSlots      = 64
 	DefaultSpin       = 30 * time.Microsecond
 	DefaultMaxMessage = 1 << 32
+	// DefaultCMAThreshold is the smallest message the receiver pulls
+	// straight from the sender's memory when Config.CMAThreshold is zero.
+	DefaultCMAThreshold = 64 << 10
 )
 
 // Config describes one rank of a job whose ranks share a host.
@@ -49,6 +55,15 @@ type Config struct {
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
 	MaxMessage int64
+	// CMAThreshold is the smallest message sent with a single copy: the
+	// sender publishes its buffer's address and the receiver copies it
+	// with process_vm_readv (Linux cross-memory attach), straight into
+	// the posted receive (DefaultCMAThreshold; negative: never). Where the
+	// kernel refuses (ptrace rules, containers) the message and the later
+	// ones to that peer go through the ring; Stats tells which path ran.
+	CMAThreshold int
+
+	readv func(pid int, local []unix.Iovec, remote []unix.RemoteIovec, flags uint) (int, error) // tests fake refusals
 }
 
 func (c *Config) fill() error {
@@ -80,6 +95,12 @@ func (c *Config) fill() error {
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = DefaultMaxMessage
 	}
+	if c.CMAThreshold == 0 {
+		c.CMAThreshold = DefaultCMAThreshold
+	}
+	if c.readv == nil {
+		c.readv = unix.ProcessVMReadv
+	}
 	return nil
 }
 
@@ -102,6 +123,41 @@ type Endpoint struct {
 	wakeR   int // the monitor's wake-up pipe
 	wakeW   int
 	maxMsg  uint64
+
+	cmaSent, cmaPulled, cmaRefused, copySent atomic.Uint64
+}
+
+// Stats counts how this endpoint's messages went.
+type Stats struct {
+	// CopySends: messages this rank copied into a ring (all messages
+	// below CMAThreshold, and larger ones where CMA is off or refused).
+	CopySends uint64
+	// CMASends: messages a peer pulled from this rank's memory with
+	// process_vm_readv (one copy).
+	CMASends uint64
+	// CMARecvs: messages this rank pulled from a peer's memory.
+	CMARecvs uint64
+	// CMARefused: peers for which this rank's kernel refused
+	// process_vm_readv, so that their large messages come by copy.
+	CMARefused uint64
+}
+
+// Stats reports which paths this endpoint's messages took: a message of
+// CMAThreshold bytes or more went by "cma" (single copy) when CMASends
+// (at the sender) or CMARecvs (at the receiver) counted it, else by
+// "copy" through the ring.
+func (e *Endpoint) Stats() Stats {
+	return Stats{CopySends: e.copySent.Load(), CMASends: e.cmaSent.Load(), CMARecvs: e.cmaPulled.Load(), CMARefused: e.cmaRefused.Load()}
+}
+
+// LargePath says how the next message of CMAThreshold bytes or more to
+// peer will go: "cma", or "copy" when CMA is off or that peer's kernel
+// refused it.
+func (e *Endpoint) LargePath(peer int) string {
+	if peer < 0 || peer >= e.cfg.Size || peer == e.cfg.Rank || e.cfg.CMAThreshold < 0 || e.peers[peer].cmaOff.Load() {
+		return "copy"
+	}
+	return "cma"
 }
 
 var (
@@ -121,6 +177,14 @@ type peer struct {
 	dead  atomic.Bool // the peer's process is gone
 	left  atomic.Bool // the peer closed on purpose
 	lost  atomic.Bool // the link failed: reported once
+	// cmaOff: the peer's kernel refused to pull our messages.
+	cmaOff atomic.Bool
+
+	// Drainer only: cross-memory attach.
+	cmaChecked bool // a pull from this peer worked once
+	liov       [1]unix.Iovec
+	riov       [1]unix.RemoteIovec
+	probe      [1]byte
 
 	mu      sync.Mutex
 	queue   []sendItem
@@ -383,8 +447,9 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		p.mu.Unlock()
 		return transport.Completed(err)
 	}
-	if !p.busy && p.qhead == len(p.queue) && p.out.free() >= p.out.slotsFor(len(b)) {
+	if !p.busy && p.qhead == len(p.queue) && !p.cma(len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
 		p.out.write(tag, b)
+		e.copySent.Add(1)
 		p.mu.Unlock()
 		return okReq
 	}
@@ -478,7 +543,7 @@ func (p *peer) sender() {
 			}
 			p.busy = true
 			p.mu.Unlock()
-			err := p.writeWaiting(it.tag, it.b)
+			err := p.send(it.tag, it.b)
 			if err != nil {
 				p.mu.Lock()
 				if p.sendErr == nil {
@@ -505,6 +570,66 @@ func (p *peer) failQueueLocked() {
 	}
 	clear(p.queue)
 	p.queue, p.qhead = p.queue[:0], 0
+}
+
+// cma says whether a message of n bytes to p goes by cross-memory attach.
+func (p *peer) cma(n int) bool {
+	t := p.e.cfg.CMAThreshold
+	return t > 0 && n >= t && !p.cmaOff.Load()
+}
+
+// send sends a message from the sender goroutine.
+func (p *peer) send(tag transport.Tag, b []byte) error {
+	if p.cma(len(b)) {
+		refused, err := p.sendCMA(tag, b)
+		if !refused {
+			return err
+		}
+	}
+	p.e.copySent.Add(1)
+	return p.writeWaiting(tag, b)
+}
+
+// sendCMA publishes b's address and waits until the reader has copied b
+// with process_vm_readv, or says it cannot (refused: send it by copy).
+func (p *peer) sendCMA(tag transport.Tag, b []byte) (refused bool, err error) {
+	r := p.out
+	if r.free() == 0 {
+		if err := p.waitSpace(); err != nil {
+			return false, err
+		}
+	}
+	s := r.slot(r.pos)
+	putSlot(s, slotHdr{kind: kindCMA, chunk: cmaDescSize, tag: tag, total: uint64(len(b))})
+	binary.LittleEndian.PutUint64(s[slotHdrSize:], uint64(uintptr(unsafe.Pointer(&b[0]))))
+	r.pos++
+	r.cmaSeq++
+	want := r.cmaSeq
+	r.publish()
+	// The peer must not pull b once the send is over: wait for its word
+	// unless it is gone. On Close, wait a bounded time for a live reader.
+	done := func() bool { return r.cmaDone.Load() >= want }
+	gone := func() bool { return r.readerGone.Load() != 0 || p.dead.Load() || p.lost.Load() }
+	ready := func() bool { return done() || gone() || p.e.closing.Load() }
+	if !spinFor(p.e.cfg.Spin, ready) {
+		park(r.spaceSeq, r.writerSleep, ready)
+	}
+	for i := 0; i < 1000 && !done() && !gone(); i++ {
+		time.Sleep(time.Millisecond) // closing: the reader finishes its copy
+	}
+	runtime.KeepAlive(b)
+	if !done() {
+		return false, p.linkErr()
+	}
+	if r.cmaStatus.Load() == cmaRefused {
+		p.cmaOff.Store(true)
+		return true, nil
+	}
+	p.e.cmaSent.Add(1)
+	if p.e.closing.Load() {
+		return false, transport.ErrClosed
+	}
+	return false, nil
 }
 
 // writeWaiting writes a message of any length, publishing slot by slot
@@ -563,6 +688,15 @@ func (p *peer) drain() {
 			p.end(err)
 			return
 		}
+		if h.kind == kindCMA {
+			addr := binary.LittleEndian.Uint64(r.mem[r.chunkOff:])
+			p.release()
+			if err := p.pull(h.tag, int(h.total), uintptr(addr)); err != nil {
+				p.end(err)
+				return
+			}
+			continue
+		}
 		r.chunkLeft = int(h.chunk)
 		r.msgLeft = h.total - uint64(h.chunk)
 		if err := p.e.m.DeliverFrom(p.rank, h.tag, int(h.total), p, p.failRecv); err != nil {
@@ -571,6 +705,98 @@ func (p *peer) drain() {
 		}
 		p.release()
 	}
+}
+
+// pull copies a message of n bytes at addr in the peer's memory with
+// process_vm_readv into the posted receive, or into a buffer for the
+// unexpected queue, then tells the sender it may reuse its buffer. The
+// first time, a one-byte probe finds out whether the kernel lets this
+// rank read the peer; if not the sender is told to send by copy, and the
+// message comes next through the ring.
+func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
+	if !p.cmaChecked {
+		if err := p.readv(p.probe[:], addr); err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSYS) {
+				p.e.cmaRefused.Add(1)
+				p.cmaDone(cmaRefused)
+				return nil
+			}
+			p.cmaDone(cmaOK)
+			return p.cmaErr(err)
+		}
+		p.cmaChecked = true
+	}
+	if pr := p.e.m.Claim(p.rank, tag); pr != nil {
+		buf := pr.Buf()
+		k := min(len(buf), n)
+		err := p.readv(buf[:k], addr)
+		p.cmaDone(cmaOK)
+		switch {
+		case err != nil:
+			err = p.cmaErr(err)
+			pr.Complete(p.failRecv(err))
+			return err
+		case k != n:
+			pr.Complete(transport.LengthError(p.rank, len(buf), n))
+		default:
+			p.e.cmaPulled.Add(1)
+			pr.Complete(nil)
+		}
+		return nil
+	}
+	buf := scratch.Get(n)
+	err := p.readv(buf, addr)
+	p.cmaDone(cmaOK)
+	if err != nil {
+		return p.cmaErr(err)
+	}
+	p.e.cmaPulled.Add(1)
+	_ = p.e.m.DeliverOwned(p.rank, tag, buf) // an aborted matcher drops it
+	return nil
+}
+
+// readv reads len(b) bytes at addr in the peer's memory into b.
+func (p *peer) readv(b []byte, addr uintptr) error {
+	for len(b) > 0 {
+		p.liov[0] = unix.Iovec{Base: &b[0]}
+		p.liov[0].SetLen(len(b))
+		p.riov[0] = unix.RemoteIovec{Base: addr, Len: len(b)}
+		n, err := p.e.cfg.readv(p.pid, p.liov[:], p.riov[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			p.liov[0] = unix.Iovec{}
+			return err
+		}
+		if n <= 0 {
+			p.liov[0] = unix.Iovec{}
+			return unix.EFAULT
+		}
+		b, addr = b[n:], addr+uintptr(n)
+	}
+	p.liov[0] = unix.Iovec{} // keep no pointer to the user's buffer
+	return nil
+}
+
+// cmaDone tells the sender its descriptor is handled.
+func (p *peer) cmaDone(status uint32) {
+	r := p.in
+	r.cmaSeq++
+	r.cmaStatus.Store(status)
+	r.cmaDone.Store(r.cmaSeq)
+	if r.writerSleep.Load() != 0 {
+		kick(r.spaceSeq)
+	}
+}
+
+// cmaErr classifies a failed process_vm_readv: the peer is gone, or it
+// published an address it cannot be read at.
+func (p *peer) cmaErr(err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("%w: process %d exited", transport.ErrPeerClosed, p.pid)
+	}
+	return fmt.Errorf("%w: process_vm_readv of the announced buffer: %v", transport.ErrProtocol, err)
 }
 
 // errLeft: the peer closed its endpoint and the ring is empty.

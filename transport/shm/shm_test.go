@@ -68,10 +68,10 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceSmallRing runs the suite with a ring of 4 slots of 64
-// bytes and no spinning: every message of more than 32 bytes is split,
+// bytes, no spinning and no CMA: every message of more than 32 bytes is split,
 // writers wait for space and every wait parks on the futex.
 func TestConformanceSmallRing(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint {
-		return endpoints(connectAll(t, size, shm.Config{SlotSize: 64, Slots: 4, Spin: -1}))
+		return endpoints(connectAll(t, size, shm.Config{SlotSize: 64, Slots: 4, Spin: -1, CMAThreshold: -1}))
 	})
 }
