@@ -12,8 +12,8 @@ import (
 // benchSendRecv times one send from rank 0 to rank 1 and its receive,
 // ranks being goroutines of this process with their own mappings. posted:
 // the receive is posted before the send.
-func benchSendRecv(b *testing.B, n int, posted bool) {
-	eps := connectAll(b, 2, shm.Config{})
+func benchSendRecv(b *testing.B, n int, posted bool, cfg shm.Config) {
+	eps := connectAll(b, 2, cfg)
 	b.Cleanup(func() { eps[0].Close(); eps[1].Close() })
 	ctx := context.Background()
 	src, dst := make([]byte, n), make([]byte, n)
@@ -40,11 +40,16 @@ func benchSendRecv(b *testing.B, n int, posted bool) {
 }
 
 func BenchmarkSendRecv8B(b *testing.B) {
-	b.Run("posted", func(b *testing.B) { benchSendRecv(b, 8, true) })
-	b.Run("unexpected", func(b *testing.B) { benchSendRecv(b, 8, false) })
+	b.Run("posted", func(b *testing.B) { benchSendRecv(b, 8, true, shm.Config{}) })
+	b.Run("unexpected", func(b *testing.B) { benchSendRecv(b, 8, false, shm.Config{}) })
 }
 
 func BenchmarkSendRecv1MiB(b *testing.B) {
-	b.Run("posted", func(b *testing.B) { benchSendRecv(b, 1<<20, true) })
-	b.Run("unexpected", func(b *testing.B) { benchSendRecv(b, 1<<20, false) })
+	// cma: the receiver pulls the message (one copy); copy: through the
+	// ring (two copies, pipelined).
+	copyCfg := shm.Config{CMAThreshold: -1}
+	b.Run("cma/posted", func(b *testing.B) { benchSendRecv(b, 1<<20, true, shm.Config{}) })
+	b.Run("cma/unexpected", func(b *testing.B) { benchSendRecv(b, 1<<20, false, shm.Config{}) })
+	b.Run("copy/posted", func(b *testing.B) { benchSendRecv(b, 1<<20, true, copyCfg) })
+	b.Run("copy/unexpected", func(b *testing.B) { benchSendRecv(b, 1<<20, false, copyCfg) })
 }

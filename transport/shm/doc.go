@@ -47,7 +47,7 @@
 // # Large messages: one copy
 //
 // A message of Config.CMAThreshold bytes or more (DefaultCMAThreshold,
-// 64 KiB; negative: never) takes a single slot of kind 3 holding the
+// 256 KiB; negative: never) takes a single slot of kind 3 holding the
 // address of the sender's buffer; the receiver's drainer copies the
 // message with process_vm_readv (Linux cross-memory attach) straight from
 // the sender's memory into the posted receive (or into a pooled buffer
