@@ -4,6 +4,7 @@ package shm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -74,4 +75,44 @@ func TestConformanceSmallRing(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint {
 		return endpoints(connectAll(t, size, shm.Config{SlotSize: 64, Slots: 4, Spin: -1, CMAThreshold: -1}))
 	})
+}
+
+// TestConnectTimeout: a rank whose peer never comes gives up when its
+// context ends and leaves no segment behind.
+func TestConnectTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	job := fmt.Sprintf("timeout%d", jobs.Add(1))
+	_, err := shm.Connect(ctx, shm.Config{Rank: 0, Size: 2, JobID: job, Nonce: "n"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect without a peer: %v", err)
+	}
+	if l := leftovers(t, job); len(l) > 0 {
+		t.Fatalf("segments left: %v", l)
+	}
+}
+
+// TestConnectTwice: a second rank claiming the same place in the same job
+// is refused (the segments are created with O_EXCL).
+func TestConnectTwice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	job := fmt.Sprintf("twice%d", jobs.Add(1))
+	cfg := shm.Config{Rank: 0, Size: 2, JobID: job, Nonce: "n"}
+	first := make(chan error, 1)
+	go func() {
+		_, err := shm.Connect(ctx, cfg) // waits for rank 1, which never comes
+		first <- err
+	}()
+	for len(leftovers(t, job)) == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := shm.Connect(ctx, cfg); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Connect as rank 0: %v, want a refusal", err)
+	}
+	cancel()
+	<-first
+	if l := leftovers(t, job); len(l) > 0 {
+		t.Fatalf("segments left: %v", l)
+	}
 }
