@@ -351,6 +351,9 @@ func tryOpen(name string) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("shm: stat %s: %w", name, err)
 	}
+	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o077 != 0 {
+		return nil, fmt.Errorf("shm: %s belongs to uid %d with mode %#o: not a segment of this job", name, st.Uid, st.Mode&0o777)
+	}
 	if st.Size < hdrSize {
 		return nil, errNotYet // the creator has not sized it yet
 	}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,6 +114,30 @@ func TestConnectTwice(t *testing.T) {
 	}
 	cancel()
 	<-first
+	if l := leftovers(t, job); len(l) > 0 {
+		t.Fatalf("segments left: %v", l)
+	}
+}
+
+// TestPlantedSegment: a file in the peer's segment's place that others may
+// write is refused, not mapped.
+func TestPlantedSegment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	job := fmt.Sprintf("planted%d", jobs.Add(1))
+	name := filepath.Join(shm.DefaultDir, shm.SegmentName(job, "n", 0, 1))
+	if err := os.WriteFile(name, make([]byte, 8192), 0o644); err != nil {
+		t.Skip(err)
+	}
+	defer os.Remove(name)
+	if err := os.Chmod(name, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	_, err := shm.Connect(ctx, shm.Config{Rank: 1, Size: 2, JobID: job, Nonce: "n"})
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect over a planted segment: %v", err)
+	}
+	os.Remove(name)
 	if l := leftovers(t, job); len(l) > 0 {
 		t.Fatalf("segments left: %v", l)
 	}
