@@ -9,8 +9,9 @@
 // SegmentName(JobID, Nonce, from, to) in Config.Dir (/dev/shm), mapped
 // shared by both. Rank from creates it (O_EXCL, mode 0600), sizes and maps
 // it, fills the header and stores ready last; rank to polls with backoff
-// until it is there and ready, maps it, checks that the header's slot size
-// and count match the file's size, writes its pid, and unlinks the file.
+// until it is there and ready, checks that it is this user's with no
+// access for others, maps it, checks that the header's slot size and
+// count match the file's size, writes its pid, and unlinks the file.
 // So once Connect has returned on both sides nothing is left in /dev/shm,
 // and a crash after that leaves nothing either (the kernel frees the
 // memory with the last mapping). A Close unlinks the segments its peers
@@ -105,8 +106,9 @@
 //
 // # Left to do
 //
-// The receive side allocates what
-// transport.Matcher.Post allocates (a request per receive that waits);
-// the send and drain paths allocate nothing. Init does not select this
-// transport yet.
+// A rank that dies between creating its segments and its peers mapping
+// them leaves those files behind (a later job uses another Nonce). The
+// receive side allocates what transport.Matcher.Post allocates (a request
+// per receive that waits, or a completed one); the send and drain paths
+// allocate nothing. Init does not select this transport yet.
 package shm
