@@ -4,6 +4,7 @@
 //	goccl limits                 measure copy, add and loopback limits
 //	goccl run -n N -- prog args  start N local ranks of a program (like torchrun)
 //	goccl store -addr :29500     run a standalone rendezvous store
+//	goccl trace analyze DIR      find where ranks diverged from their flight recorder dumps
 //	goccl version                print the module version and VCS revision
 //	goccl help CMD               print a command's usage and flags
 //
@@ -29,6 +30,7 @@ commands:
   limits   measure this machine's limits (copy, add, TCP loopback) to compare with
   run      start ranks of a program with the rendezvous environment set
   store    run a standalone rendezvous key-value store
+  trace    analyze the ranks' flight recorder dumps: goccl trace analyze DIR
   version  print goccl's module version and VCS revision
   help     print a command's usage: goccl help <command>
 
@@ -62,6 +64,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return runMain(ctx, args[1:])
 	case "store":
 		return storeMain(ctx, args[1:])
+	case "trace":
+		return traceMain(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return versionMain(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -92,6 +96,8 @@ func helpMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return runCommand(ctx, h, stdout, stdout, nil)
 	case "store":
 		return storeCommand(ctx, h, stdout, nil)
+	case "trace":
+		return traceMain(h, stdout, stdout)
 	case "version":
 		fmt.Fprint(stdout, versionUsage)
 		return 0
