@@ -88,7 +88,8 @@ func startChild(t *testing.T, mode string) (*shm.Endpoint, *exec.Cmd, chan *tran
 	job := fmt.Sprintf("proc%d", os.Getpid())
 	nonce := strings.ReplaceAll(fmt.Sprintf("%s%d", t.Name(), time.Now().UnixNano()), "/", "_")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"="+mode, envJob+"="+job, envNonce+"="+nonce)
+	cmd.Env = append(os.Environ(), envChild+"="+mode, envJob+"="+job, envNonce+"="+nonce,
+		"GORACE=atexit_sleep_ms=0") // a -race child would otherwise take a second to exit
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
