@@ -158,6 +158,14 @@ func (g *traceGroup) name() string {
 	return fmt.Sprintf("group %d", g.id)
 }
 
+// the is "the world" or "group 5".
+func (g *traceGroup) the() string {
+	if g.id == 0 {
+		return "the world"
+	}
+	return g.name()
+}
+
 // title names the group with its members.
 func (g *traceGroup) title() string {
 	return fmt.Sprintf("%s (ranks %s)", g.name(), rankList(g.members))
@@ -407,7 +415,7 @@ func (f *traceFinding) skipHints() []string {
 func (g *traceGroup) lastCall(r int) string {
 	l := g.last[r]
 	if l == nil {
-		return fmt.Sprintf("it made no call of the %s", g.name())
+		return "it made no call of " + g.the()
 	}
 	s := fmt.Sprintf("its last call was #%d %s", l.Seq, l.Op)
 	if l.State != flight.Done {
@@ -601,7 +609,7 @@ func blame(ws []traceWait) *traceBlame {
 func (j *traceJob) whyWaited(t int, w traceWait) string {
 	d := j.dumps[t]
 	if d == nil {
-		return "no dump from it (dead, or it could not write)"
+		return fmt.Sprintf("no dump from rank %d (dead, or it could not write)", t)
 	}
 	g := w.g
 	where := fmt.Sprintf("%s #%d", g.name(), w.seq)
@@ -625,7 +633,7 @@ func (j *traceJob) whyWaited(t int, w traceWait) string {
 	case csPassed:
 		return "its ring has forgotten " + where + ", which it had passed"
 	case csUnknown:
-		return fmt.Sprintf("its ring holds no call of the %s", g.name())
+		return "its ring holds no call of " + g.the()
 	}
 	s := fmt.Sprintf("it never entered %s (%s)", where, g.lastCall(t))
 	for i := range d.entries { // where it is instead
@@ -770,7 +778,7 @@ func (rep *traceReport) write(w io.Writer) bool {
 				if j.dumps[r] == nil {
 					row = append(row, "no dump")
 				} else {
-					row = append(row, "unknown", fmt.Sprintf("(its full ring holds no call of the %s)", f.g.name()))
+					row = append(row, "unknown", "(its full ring holds no call of "+f.g.the()+")")
 				}
 			}
 			rows = append(rows, row)
@@ -816,8 +824,8 @@ func (rep *traceReport) write(w io.Writer) bool {
 			if len(full[k]) > 1 {
 				who = fmt.Sprintf("the rings of ranks %s are full (%d calls): they hold", rankList(full[k]), k.capacity)
 			}
-			notes = append(notes, fmt.Sprintf("%s the %s's calls from #%d on, so a divergence before #%d cannot be seen",
-				who, g.name(), k.floor, k.floor))
+			notes = append(notes, fmt.Sprintf("%s %s's calls from #%d on, so a divergence before #%d cannot be seen",
+				who, g.the(), k.floor, k.floor))
 		}
 	}
 	for _, r := range sortedKeys(j.dumps) {

@@ -206,7 +206,7 @@ func TestTraceDeadRank(t *testing.T) {
 	out, code := analyzeTrace(t, writeDumps(t, 64, map[int][]flight.Entry{0: in(3), 1: in(2), 2: in(3)}))
 	wantVerdict(t, out, code,
 		"problem: world #5 all_reduce(dtype=float32, count=1024, op=sum): ranks 0-2 still in it\n",
-		"problem: everyone waits on rank 3: no dump from it (dead, or it could not write)\n")
+		"problem: everyone waits on rank 3: no dump from rank 3 (dead, or it could not write)\n")
 	if !strings.Contains(out, "  rank-3.jsonl  missing\n") {
 		t.Errorf("dumps lack rank 3:\n%s", out)
 	}
@@ -326,4 +326,15 @@ func TestTraceHelp(t *testing.T) {
 			t.Errorf("goccl %s: exit %d, want 2", strings.Join(args, " "), code)
 		}
 	}
+}
+
+// Waits that only go round are named as a cycle.
+func TestTraceWaitCycle(t *testing.T) {
+	in := func(waiting ...int) []flight.Entry {
+		return append(doneCalls(2), tcall(3, "all_reduce", flight.Started, waiting...))
+	}
+	out, code := analyzeTrace(t, writeDumps(t, 64, map[int][]flight.Entry{0: in(1), 1: in(0), 2: in(0), 3: in(2)}))
+	wantVerdict(t, out, code,
+		"problem: world #3 all_reduce(dtype=float32, count=1024, op=sum): ranks 0-3 still in it\n",
+		"problem: the waits go round: rank 0 -> 1 -> 0")
 }
