@@ -33,6 +33,8 @@ type call struct {
 	// of fingerprints that rooted calls have (rootChecked).
 	silent bool
 
+	traceID uint64 // the flight recorder's number for it (trace.go), 0: none
+
 	p *peers // what the call runs on, once ordered (nil: no bytes move)
 }
 
@@ -58,7 +60,7 @@ func (k *call) exec(ctx context.Context) error {
 		}
 		// Ordered even on an aborted communicator, so that this rank's
 		// call of the slot is known when the verdict names a rank.
-		k.take()
+		k.take(false)
 	}
 	if err := c.usable(k.op); err != nil {
 		return err
@@ -66,6 +68,8 @@ func (k *call) exec(ctx context.Context) error {
 	if k.p != nil {
 		defer k.finish()
 	}
+	rec := c.shared.flight
+	rec.start(k)
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
@@ -98,12 +102,14 @@ func (k *call) exec(ctx context.Context) error {
 			// Find who the ranks stuck in this call are all waiting on.
 			err = c.blameStall(ge)
 		}
+		rec.end(k, err)
 		if !errors.Is(err, ErrInvalid) {
 			c.abort(err)
 			err = c.settled(k.op, err)
 		}
 		return err
 	}
+	rec.end(k, nil)
 	if profiling {
 		log.Append(commslog.Record{
 			Op: k.op, Bytes: k.bytes, DType: k.dt.String(), Algo: k.algo,
@@ -186,7 +192,7 @@ func start(ctx context.Context, k *call) *Work {
 		close(w.done)
 		return w
 	}
-	k.take() // the order is the order of the Async calls
+	k.take(true) // the order is the order of the Async calls
 	go func() {
 		w.err = k.exec(ctx)
 		close(w.done)

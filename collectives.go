@@ -144,7 +144,7 @@ func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) er
 // take orders the call: its tag, and the fingerprint that carries it.
 // exec calls it for a call made in place, start for an async one (so the
 // order is the order of the calls), once.
-func (k *call) take() {
+func (k *call) take(async bool) {
 	p := k.p
 	if p == nil || p.tag != 0 {
 		return
@@ -155,6 +155,7 @@ func (k *call) take() {
 		p.fp = makeFingerprint(k, c.id, p.tag)
 		c.shared.history.add(p.fp)
 	}
+	c.shared.flight.issue(k, async)
 }
 
 func equalCounts(n, each int) []int {

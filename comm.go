@@ -62,6 +62,7 @@ type shared struct {
 	history  history                     // this rank's recent calls (verdict.go)
 	groups   sync.Map                    // group id -> *Comm of this rank (stray.go)
 	strays   transport.StrayReporter     // ep's, or nil
+	flight   *recorder                   // the flight recorder (trace.go), or nil
 	notices  notices                     // posted abort-notice receives (blame.go)
 	wg       sync.WaitGroup              // the notice listener
 	aborted  atomic.Pointer[error]
@@ -179,8 +180,10 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh := &shared{ep: counting, counts: counting, log: commslog.New(cfg, ep.Rank(), ep.Size())}
 	sh.lost.Store(-1)
 	sh.closed = make(chan struct{})
+	sh.flight = newRecorder(o.getenv)
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	sh.groups.Store(uint64(0), c)
+	sh.flight.watchSignal(c)
 	if sr, ok := ep.(transport.StrayReporter); ok {
 		sr.OnStray(sh.finished, sh.stray)
 		sh.strays = sr
@@ -262,6 +265,7 @@ func (c *Comm) Close() error {
 	if c.shared.aborted.Load() == nil {
 		c.sayLeaving()
 	}
+	c.shared.flight.close()
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
 	c.shared.wg.Wait()
@@ -291,7 +295,11 @@ func (c *Comm) markAborted(cause error) bool {
 		cause = ErrAborted
 	}
 	e := fmt.Errorf("%w: %w", ErrAborted, cause)
-	return c.shared.aborted.CompareAndSwap(nil, &e)
+	if !c.shared.aborted.CompareAndSwap(nil, &e) {
+		return false
+	}
+	c.dumpToDir(traceReason(cause), cause)
+	return true
 }
 
 // closeEndpoint ends every path that won markAborted.
@@ -341,9 +349,10 @@ type peers struct {
 	elem   int
 	reduce func(dst, src []byte) error
 
-	fp          fingerprint // this call's (fingerprint.go)
-	check       bool        // send and check fingerprints
-	sent, heard peerSet     // peers the first message went to / came from
+	waitOn      atomic.Int32 // 1 + the group rank a receive waits on (trace.go), 0: none
+	fp          fingerprint  // this call's (fingerprint.go)
+	check       bool         // send and check fingerprints
+	sent, heard peerSet      // peers the first message went to / came from
 }
 
 // peerSet is a set of ranks, without allocation up to 64 ranks.
@@ -404,6 +413,9 @@ type request struct {
 }
 
 func (r *request) Wait(ctx context.Context) error {
+	if r.dir == "<-" {
+		r.p.waitOn.Store(int32(r.peer + 1))
+	}
 	if r.first != nil {
 		if err := r.first.Wait(ctx); err != nil {
 			return r.wrap(err)

@@ -51,9 +51,10 @@ func TestCommsLogSkipsInitBarrier(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	ctx := context.Background()
-	var wg sync.WaitGroup
+	var wg, read sync.WaitGroup
 	logs := make([][]string, 2)
 	errs := make([]error, 2)
+	read.Add(2)
 	for r := range 2 {
 		wg.Add(1)
 		go func() {
@@ -62,12 +63,17 @@ func TestCommsLogSkipsInitBarrier(t *testing.T) {
 				goccl.WithEnv(goccl.Env{Rank: r, Size: 2, LocalRank: r, LocalSize: 2, MasterAddr: "127.0.0.1", MasterPort: port}))
 			if err != nil {
 				errs[r] = err
+				read.Done()
 				return
 			}
-			defer c.Close()
 			for _, rec := range c.CommsLog().Records() {
 				logs[r] = append(logs[r], rec.Op)
 			}
+			// Rank 0 hosts the store: it must not close while rank 1 is
+			// still finishing Init, as no real job would.
+			read.Done()
+			read.Wait()
+			c.Close()
 		}()
 	}
 	wg.Wait()

@@ -125,6 +125,7 @@ type fpRecv struct {
 }
 
 func (r *fpRecv) Wait(ctx context.Context) error {
+	r.p.waitOn.Store(int32(r.peer + 1))
 	if r.msg == nil {
 		return nil // waited before, successfully
 	}
