@@ -44,8 +44,8 @@ type recorder struct {
 	// callers: record the user's function (GOCCL_TRACE_CALLER=1); off by
 	// default, since walking the stack costs 0.1-0.3 us a call.
 	callers bool
-	stop  func() // ends the SIGUSR1 handler
-	once  sync.Once
+	stop    func() // ends the SIGUSR1 handler
+	once    sync.Once
 }
 
 type traceSlot struct {
