@@ -440,11 +440,11 @@ func (r *request) wrap(err error) error {
 			// goodbye and names that rank (blame.go).
 			c.awaitNotice(c.ranks[r.peer], time.Second)
 		}
+		if e := r.leftEarly(); e != nil {
+			return e // the peer closed after its last call, before this one
+		}
 		if lost := c.blamedPeer(); lost >= 0 {
 			return &Error{Op: r.p.op, Rank: c.rank, Peer: lost, Dir: r.dir, Err: c.abortCause(err)}
-		}
-		if e := r.leftEarly(); e != nil {
-			return e
 		}
 		if p := c.shared.aborted.Load(); p != nil && errors.Is(err, transport.ErrClosed) {
 			// Aborted under this call for another reason: say which.

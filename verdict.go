@@ -145,8 +145,8 @@ func (e *abortedErr) Unwrap() []error { return []error{e.err, ErrAborted} }
 // rank. Either way it wraps ErrAborted.
 func (c *Comm) settled(op string, err error) error {
 	p := c.shared.aborted.Load()
-	if p == nil || errors.Is(err, ErrAborted) && c.names(err) {
-		return err
+	if p == nil || errors.Is(err, ErrAborted) && c.names(err) && classOf(err) == classOf(*p) {
+		return err // already the verdict
 	}
 	var ge *Error
 	if !errors.As(err, &ge) {
