@@ -21,6 +21,7 @@ func TestEveryCommandHelp(t *testing.T) {
 		"bench":   func(stdout, stderr io.Writer) int { return dispatch(ctx, []string{"bench", "-h"}, stdout, stderr) },
 		"limits":  func(stdout, stderr io.Writer) int { return dispatch(ctx, []string{"limits", "-h"}, stdout, stderr) },
 		"version": func(stdout, stderr io.Writer) int { return dispatch(ctx, []string{"version", "-h"}, stdout, stderr) },
+		"trace":   func(stdout, stderr io.Writer) int { return dispatch(ctx, []string{"trace", "-h"}, stdout, stderr) },
 	}
 	for cmd, h := range direct {
 		var out, errb bytes.Buffer
