@@ -105,6 +105,7 @@ type options struct {
 	tlsFiles      [3]string // cert, key, CA
 	ifname        string
 	storeBind     string
+	handshake     time.Duration // GOCCL_HANDSHAKE_TIMEOUT or the file; 0: the defaults
 	externalStore bool
 
 	shrinkWait time.Duration

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/store"
 )
 
 // EnvConfig names the configuration file Init and New read when no
@@ -57,16 +58,19 @@ type GocclConfig struct {
 	MismatchCheck *bool    `json:"mismatch_check"` // WithMismatchCheck
 	Debug         string   `json:"debug"`          // GOCCL_DEBUG: "", info or debug
 
-	Transport     string `json:"transport"`      // WithTransport, GOCCL_TRANSPORT
-	Streams       int    `json:"streams"`        // WithStreams, GOCCL_STREAMS
-	SecretFile    string `json:"secret_file"`    // WithSecret, GOCCL_SECRET: the file holds the secret
-	TLSCert       string `json:"tls_cert"`       // WithTLS, GOCCL_TLS_CERT
-	TLSKey        string `json:"tls_key"`        // WithTLS, GOCCL_TLS_KEY
-	TLSCA         string `json:"tls_ca"`         // WithTLS, GOCCL_TLS_CA
-	JobID         string `json:"job_id"`         // WithJobID, GOCCL_JOB_ID
-	Ifname        string `json:"ifname"`         // GOCCL_IFNAME
-	StoreBind     string `json:"store_bind"`     // GOCCL_STORE_BIND
-	ExternalStore bool   `json:"external_store"` // GOCCL_EXTERNAL_STORE=1
+	Transport  string `json:"transport"`   // WithTransport, GOCCL_TRANSPORT
+	Streams    int    `json:"streams"`     // WithStreams, GOCCL_STREAMS
+	SecretFile string `json:"secret_file"` // WithSecret, GOCCL_SECRET: the file holds the secret
+	TLSCert    string `json:"tls_cert"`    // WithTLS, GOCCL_TLS_CERT
+	TLSKey     string `json:"tls_key"`     // WithTLS, GOCCL_TLS_KEY
+	TLSCA      string `json:"tls_ca"`      // WithTLS, GOCCL_TLS_CA
+	JobID      string `json:"job_id"`      // WithJobID, GOCCL_JOB_ID
+	Ifname     string `json:"ifname"`      // GOCCL_IFNAME
+	StoreBind  string `json:"store_bind"`  // GOCCL_STORE_BIND
+	// HandshakeTimeout bounds a connection's authentication, at the store
+	// and at every rank's listener (GOCCL_HANDSHAKE_TIMEOUT).
+	HandshakeTimeout Duration `json:"handshake_timeout"`
+	ExternalStore    bool     `json:"external_store"` // GOCCL_EXTERNAL_STORE=1
 
 	CommsLogStraggler bool   `json:"comms_log_straggler"` // GOCCL_COMMS_LOG_STRAGGLER
 	CommsLogUnits     string `json:"comms_log_units"`     // GOCCL_COMMS_LOG_UNITS: GBps or Gbps
@@ -367,6 +371,15 @@ func resolve(o *options) error {
 	o.jobID, _ = pick(o.jobID, "GOCCL_JOB_ID", g.JobID)
 	o.ifname, _ = pick("", "GOCCL_IFNAME", g.Ifname)
 	o.storeBind, _ = pick("", "GOCCL_STORE_BIND", g.StoreBind)
+	if v := o.getenv(store.EnvHandshakeTimeout); v != "" {
+		d, err := store.ParseHandshakeTimeout(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, store.EnvHandshakeTimeout, err)
+		}
+		o.handshake = d
+	} else if g.HandshakeTimeout != 0 {
+		o.handshake = time.Duration(g.HandshakeTimeout)
+	}
 	if v := o.getenv("GOCCL_EXTERNAL_STORE"); v != "" {
 		o.externalStore = v == "1"
 	} else {

@@ -61,6 +61,9 @@ type rendezvous struct {
 	streams int
 	ifname  string
 	tls     *tls.Config
+	// handshake bounds a connection's authentication (0: the transport's
+	// default, which reads GOCCL_HANDSHAKE_TIMEOUT).
+	handshake time.Duration
 }
 
 // storeRef shares Init's store among the communicators of a lineage; the
@@ -104,7 +107,7 @@ func (r *rendezvous) connect(ctx context.Context, rank, size int) (transport.End
 		Rank: rank, Size: size, JobID: job,
 		KV:     store.WithPrefix(r.st.st, r.key(r.epoch())),
 		Secret: r.secret, Streams: r.streams, Interface: r.ifname, TLS: r.tls,
-		WrapConn: testWrapConn,
+		HandshakeTimeout: r.handshake, WrapConn: testWrapConn,
 	})
 }
 

@@ -161,20 +161,16 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		// own (`goccl store`).
 		host := env.Rank == 0 && !rejoin && !o.externalStore
 		debugLog(log, slog.LevelInfo, "goccl rendezvous", "store", addr, "host_store", host, "job_id", jobID, "rejoin", rejoin)
-		sopts := store.Options{Secret: secret, ListenHost: o.storeBind}
-		if v := o.getenv(store.EnvHandshakeTimeout); v != "" {
-			// The TCP transport reads the same variable for its listeners.
-			if sopts.HandshakeTimeout, err = store.ParseHandshakeTimeout(v); err != nil {
-				return nil, fmt.Errorf("goccl: init: %w", err)
-			}
-		}
+		// The handshake timeout (GOCCL_HANDSHAKE_TIMEOUT or the file) bounds
+		// authentication at the store and at every rank's listener.
+		sopts := store.Options{Secret: secret, ListenHost: o.storeBind, HandshakeTimeout: o.handshake}
 		client, err := store.Host(ctx, addr, host, sopts)
 		if err != nil {
 			return nil, fmt.Errorf("goccl: init rank %d: rendezvous store at %s: %w", env.Rank, addr, err)
 		}
 		rdv = &rendezvous{
 			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
-			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg,
+			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg, handshake: o.handshake,
 		}
 		rdv.st.refs.Store(1)
 		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())
