@@ -271,18 +271,25 @@ func (c *Comm) notify(culprit int, err error) {
 		binary.LittleEndian.PutUint32(b[12:], uint32(rep.witness))
 		copy(b[16:], rep.fps)
 	}
+	c.tellAll(b[:])
+	c.closeEndpoint()
+}
+
+// tellAll sends every peer a notice on the notice tag and waits, up to
+// 100 ms, for the sends to leave.
+func (c *Comm) tellAll(b []byte) {
+	sh := c.shared
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	var sent []transport.Request
 	for q := range sh.ep.Size() {
 		if q != sh.ep.Rank() {
-			sent = append(sent, sh.ep.Isend(q, tagAbortNotice, b[:]))
+			sent = append(sent, sh.ep.Isend(q, tagAbortNotice, b))
 		}
 	}
 	for _, r := range sent {
 		r.Wait(ctx)
 	}
-	c.closeEndpoint()
 }
 
 // culpritOf returns the world rank to blame for a failed call's error.

@@ -1,11 +1,7 @@
 package goccl
 
 import (
-	"context"
 	"encoding/binary"
-	"time"
-
-	"github.com/goccl/goccl/transport"
 )
 
 // Leaving. Calls are matched by their order, so a rank that skips a call
@@ -27,17 +23,7 @@ func (c *Comm) sayLeaving() {
 	binary.LittleEndian.PutUint64(b[:], uint64(int64(sh.ep.Rank())))
 	b[8] = classLeft
 	binary.LittleEndian.PutUint64(b[16:], c.seq.Load())
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	var sent []transport.Request
-	for q := range sh.ep.Size() {
-		if q != sh.ep.Rank() {
-			sent = append(sent, sh.ep.Isend(q, tagAbortNotice, b[:]))
-		}
-	}
-	for _, r := range sent {
-		r.Wait(ctx)
-	}
+	c.tellAll(b[:])
 }
 
 // leftAfter records that world rank q closed after calls collectives.

@@ -48,6 +48,7 @@ func (h p2pHeader) String() string {
 // tag travels in the low 39 bits of the transport's tag.
 const MaxTag = 1<<31 - 1
 
+// p2p checks a Send's or Recv's arguments, then that c is usable.
 func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, error) {
 	v, err := c.check(name, "buf", buf)
 	if err != nil {
@@ -59,7 +60,7 @@ func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, er
 	if tag < 0 || tag > MaxTag {
 		return v, 0, invalid(name, c.rank, "tag %d out of range [0,%d]", tag, MaxTag)
 	}
-	return v, transport.Tag(c.id<<tagGroupShift | tagP2P | uint64(tag)), nil
+	return v, transport.Tag(c.id<<tagGroupShift | tagP2P | uint64(tag)), c.usable(name)
 }
 
 // Send sends buf to rank dst with a tag; the matching Recv on dst must use
@@ -80,9 +81,6 @@ func (c *Comm) Recv(ctx context.Context, buf any, src, tag int) error {
 func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 	const name = commslog.Send
 	v, t, err := c.p2p(name, buf, dst, tag)
-	if err == nil {
-		err = c.usable(name)
-	}
 	if err != nil {
 		return start(ctx, &call{err: err})
 	}
@@ -143,9 +141,6 @@ func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
 	const name = commslog.Recv
 	v, t, err := c.p2p(name, buf, src, tag)
-	if err == nil {
-		err = c.usable(name)
-	}
 	if err != nil {
 		return start(ctx, &call{err: err})
 	}
