@@ -219,8 +219,10 @@ func (c *Comm) heard(q int) bool {
 		var wfp, cfp fingerprint
 		copy(wfp[:], b[16:])
 		copy(cfp[:], b[16+fpLen:])
-		c.blameNotice(rep.witness, rep.Culprit, wfp, cfp)
-		name = c.blameMismatch(rep.witness, rep.Culprit, wfp, cfp)
+		c.blameNotice(q, rep.witness, rep.Culprit, wfp, cfp)
+		if name = c.blameMismatch(rep.witness, rep.Culprit, wfp, cfp); name == sh.ep.Rank() {
+			name = q
+		}
 	case name == sh.ep.Rank():
 		name = q // blames this rank: from here, q is who gave up on us
 	}

@@ -104,6 +104,7 @@ type blamed struct {
 	mismatch          bool
 	witness, culprit  int
 	witnessFP, culpFP fingerprint
+	from              int // who sent the notice: named if the rest would name this rank
 }
 
 // blame records the world rank the verdict names, if none is yet.
@@ -114,8 +115,8 @@ func (c *Comm) blame(world int) {
 }
 
 // blameNotice records a mismatch notice's two ranks, if no verdict is yet.
-func (c *Comm) blameNotice(witness, culprit int, witnessFP, culpritFP fingerprint) {
-	c.shared.blamed.CompareAndSwap(nil, &blamed{world: -1, mismatch: true,
+func (c *Comm) blameNotice(from, witness, culprit int, witnessFP, culpritFP fingerprint) {
+	c.shared.blamed.CompareAndSwap(nil, &blamed{world: -1, mismatch: true, from: from,
 		witness: witness, culprit: culprit, witnessFP: witnessFP, culpFP: culpritFP})
 }
 
@@ -128,6 +129,9 @@ func (c *Comm) blamedPeer() int {
 	w := b.world
 	if b.mismatch {
 		w = c.blameMismatch(b.witness, b.culprit, b.witnessFP, b.culpFP)
+		if w == c.shared.ep.Rank() {
+			w = b.from // a notice that names only this rank: name who sent it
+		}
 	}
 	return slices.Index(c.ranks, w)
 }
