@@ -105,6 +105,12 @@ func (k *call) exec(ctx context.Context) error {
 		rec.end(k, err)
 		if !errors.Is(err, ErrInvalid) {
 			c.abort(err)
+			// The call's receives may still be posted into the caller's
+			// buffers (a wait cut short by its context): they end only
+			// when the endpoint closes, which an abort adopted from a
+			// peer does on another goroutine. Return after it, so that
+			// no byte lands in a buffer the caller has back.
+			c.awaitClosed()
 			err = c.settled(k.op, err)
 		}
 		return err

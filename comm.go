@@ -303,6 +303,18 @@ func (c *Comm) markAborted(cause error) bool {
 	return true
 }
 
+// awaitClosed waits until an abort has closed the endpoint (every path
+// that wins markAborted closes it after telling the peers, within about
+// 100 ms), or two seconds at most.
+func (c *Comm) awaitClosed() {
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case <-c.shared.closed:
+	case <-t.C:
+	}
+}
+
 // closeEndpoint ends every path that won markAborted.
 func (c *Comm) closeEndpoint() {
 	c.shared.closeOne.Do(func() { c.shared.ep.Close() })
