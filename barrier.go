@@ -14,9 +14,6 @@ import (
 // Barrier returns once every rank of the group has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	const name = commslog.Barrier
-	if err := c.usable(name); err != nil {
-		return err
-	}
 	k := c.newCall(name, 0, 0, algo.Dissemination)
 	p := c.peers(k, reduceop.Uint8, nil)
 	k.run = func(ctx context.Context) error { return barrierFunc(ctx, p) }
@@ -30,9 +27,6 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // naming rank 0 if it does not release them in time.
 func (c *Comm) MonitoredBarrier(ctx context.Context, timeout time.Duration, waitAll bool) error {
 	const name = commslog.MonitoredBarrier
-	if err := c.usable(name); err != nil {
-		return err
-	}
 	if timeout <= 0 {
 		return invalid(name, c.rank, "timeout must be positive, got %v", timeout)
 	}

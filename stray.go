@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -117,7 +118,8 @@ func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
 	mine, _ := sh.history.find(probe)
 	var theirs fingerprint
 	copy(theirs[:], head)
-	if theirs[0] != 'G' || theirs[1] != 'F' || !sameCall(theirs, probe) {
+	withFP := theirs[0] == 'G' && theirs[1] == 'F' && sameCall(theirs, probe)
+	if !withFP {
 		// Not the call's first message: say what is known.
 		theirs = probe
 		theirs[1] = 'S'
@@ -128,8 +130,18 @@ func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
 	}
 	err := &Error{Op: op, Rank: c.rank, Peer: peer, Dir: "<-",
 		Err: &mismatchError{mine: mine, theirs: theirs, peer: peer}}
+	if !withFP {
+		// A payload can be reported a moment before its call's first
+		// message, which names the sender's call: let that one win.
+		time.AfterFunc(strayGrace, func() { c.abort(err) })
+		return
+	}
 	go c.abort(err)
 }
+
+// strayGrace is how long a stray without a fingerprint waits before it
+// aborts, for a report that says more.
+const strayGrace = 20 * time.Millisecond
 
 // strayString describes a stray message that was not its call's first.
 func strayString(f fingerprint) string {
