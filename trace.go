@@ -29,7 +29,8 @@ import (
 //
 // GOCCL_TRACE_BUFFER=N sets the ring's size (DefaultTraceBuffer; 0 turns
 // the recorder off). The cost per call is three short critical sections
-// and two clock reads (BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
+// and no clock read of its own on success (the start time comes from the
+// deadline exec computes; BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
 // the user's function that made each call, for 0.1-0.3 us more.
 
 // DefaultTraceBuffer is how many recent calls the flight recorder keeps.
@@ -151,12 +152,11 @@ func (r *recorder) slot(k *call) *traceSlot {
 	return s
 }
 
-// start records that k runs.
-func (r *recorder) start(k *call) {
+// start records that k runs, since now.
+func (r *recorder) start(k *call, now time.Time) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
-	now := time.Now()
 	r.mu.Lock()
 	if s := r.slot(k); s != nil {
 		s.e.State, s.e.Started = flight.Started, now
@@ -167,18 +167,22 @@ func (r *recorder) start(k *call) {
 	r.mu.Unlock()
 }
 
-// end records how k ended.
+// end records how k ended. Only a failure reads the clock: a call that
+// completed is known by its start, and the hot path stays short.
 func (r *recorder) end(k *call, err error) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
-	now := time.Now()
+	var now time.Time
+	if err != nil {
+		now = time.Now()
+	}
 	r.mu.Lock()
 	if s := r.slot(k); s != nil {
-		s.e.State, s.e.Ended = flight.Done, now
+		s.e.State = flight.Done
 		if err != nil {
 			// Keep k: whom it waited on is what a dump is read for.
-			s.e.State, s.e.Error = flight.Failed, err.Error()
+			s.e.State, s.e.Error, s.e.Ended = flight.Failed, err.Error(), now
 		} else {
 			s.k = nil
 		}

@@ -64,7 +64,9 @@ func TestDumpTrace(t *testing.T) {
 		if e.Seq != w.Seq || e.Op != w.Op || e.Count != w.Count || e.DType != w.DType || e.RedOp != w.RedOp || e.Root != w.Root {
 			t.Errorf("entry %d: %+v, want %+v", i, e, w)
 		}
-		if e.State != flight.Done || e.Issued.IsZero() || e.Started.Before(e.Issued) || e.Ended.Before(e.Started) {
+		// A completed call is known by its start; only failures carry
+		// an end time (the hot path reads no clock of its own).
+		if e.State != flight.Done || e.Issued.IsZero() || e.Started.Before(e.Issued) || !e.Ended.IsZero() {
 			t.Errorf("entry %d: state %s, times %v %v %v", i, e.State, e.Issued, e.Started, e.Ended)
 		}
 		if !strings.Contains(e.Caller, "TestDumpTrace") {

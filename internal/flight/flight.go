@@ -51,7 +51,7 @@ type Entry struct {
 	State     string    `json:"state"`
 	Issued    time.Time `json:"issued"`
 	Started   time.Time `json:"started,omitzero"`
-	Ended     time.Time `json:"ended,omitzero"`
+	Ended     time.Time `json:"ended,omitzero"` // a failed call's end; a done one has none
 	Error     string    `json:"error,omitempty"`
 	Caller    string    `json:"caller,omitempty"` // the user's function that made the call
 }
