@@ -202,12 +202,16 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 			sh.pending.Add(1)
 			go func() {
 				defer sh.pending.Add(-1)
-				if c.awaitNotice(pe.Peer, time.Second) {
-					return
-				}
+				// The link broke without a goodbye: the process is gone,
+				// whatever it said before (a rank that aborted and then
+				// exited without closing is as gone as one killed), and
+				// Shrink must not count it.
 				sh.goneMu.Lock()
 				sh.gone = append(sh.gone, pe.Peer)
 				sh.goneMu.Unlock()
+				if c.awaitNotice(pe.Peer, time.Second) {
+					return // its verdict is adopted
+				}
 				sh.lost.CompareAndSwap(-1, int64(pe.Peer))
 				c.blame(pe.Peer)
 				if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
