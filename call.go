@@ -143,7 +143,7 @@ func startTime(caller, ctx context.Context, timeout time.Duration) time.Time {
 // left under the calls that are now retired (stray.go).
 func (k *call) finish() {
 	c := k.c
-	from, to := c.track.finish(uint64(k.p.tag) & (tagP2P - 1))
+	from, to := c.finishCall(uint64(k.p.tag) & (tagP2P - 1))
 	if to > from && c.shared.aborted.Load() == nil {
 		c.retire(from, to)
 	}

@@ -70,7 +70,7 @@ type shared struct {
 	closed   chan struct{} // closed once an abort has closed the endpoint
 	pending  atomic.Int32  // link losses being looked into
 	goneMu   sync.Mutex
-	gone     []int          // world ranks whose link broke with no goodbye and no notice
+	gone     []int          // world ranks whose link broke with no goodbye
 	left     map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
 	doneOne  sync.Once
 	log      *commslog.Logger
@@ -262,10 +262,7 @@ func (c *Comm) Close() error {
 	if c.shared.aborted.Load() != nil || c.shared.pending.Load() > 0 {
 		// An abort is telling the peers why before it closes the
 		// endpoint: let it (notify and awaitNotice bound that).
-		select {
-		case <-c.shared.closed:
-		case <-time.After(2 * time.Second):
-		}
+		c.awaitClosed()
 	}
 	if c.shared.aborted.Load() == nil {
 		c.sayLeaving()

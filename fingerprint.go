@@ -57,6 +57,14 @@ func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
 	return f
 }
 
+// op names the fingerprint's collective.
+func (f fingerprint) op() string {
+	if i := int(f[2]) - 1; i >= 0 && i < len(fpOps) {
+		return fpOps[i]
+	}
+	return fmt.Sprintf("op#%d", f[2])
+}
+
 // String describes the call a fingerprint stands for, as an error shows it.
 func (f fingerprint) String() string {
 	if f[0] == 'G' && f[1] == 'S' {
@@ -68,10 +76,7 @@ func (f fingerprint) String() string {
 	if f[0] != 'G' || f[1] != 'F' {
 		return "a message without a fingerprint"
 	}
-	op := fmt.Sprintf("op#%d", f[2])
-	if i := int(f[2]) - 1; i >= 0 && i < len(fpOps) {
-		op = fpOps[i]
-	}
+	op := f.op()
 	var args []string
 	if dt := reduceop.DType(f[3]); dt.Valid() {
 		args = append(args, "dtype="+dt.String())

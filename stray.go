@@ -36,7 +36,6 @@ import (
 type callTrack struct {
 	mu       sync.Mutex
 	inflight []uint64 // ordered, not yet finished (a few at most)
-	last     uint64   // the highest sequence number ordered
 	retired  atomic.Uint64
 }
 
@@ -47,20 +46,20 @@ func (c *Comm) order() transport.Tag {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tag := c.nextTag()
-	t.last = uint64(tag) & (tagP2P - 1)
-	t.inflight = append(t.inflight, t.last)
+	t.inflight = append(t.inflight, uint64(tag)&(tagP2P-1))
 	return tag
 }
 
-// finish marks the call seq finished and returns the sequence numbers
-// that this makes retired: (from, to].
-func (t *callTrack) finish(seq uint64) (from, to uint64) {
+// finishCall marks the call seq of c finished and returns the sequence
+// numbers that this makes retired: (from, to].
+func (c *Comm) finishCall(seq uint64) (from, to uint64) {
+	t := &c.track
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if i := slices.Index(t.inflight, seq); i >= 0 {
 		t.inflight = slices.Delete(t.inflight, i, i+1)
 	}
-	to = t.last
+	to = c.seq.Load() & (tagP2P - 1) // the last call ordered: c.seq moves only under t.mu
 	if len(t.inflight) > 0 {
 		to = slices.Min(t.inflight) - 1
 	}
@@ -125,8 +124,8 @@ func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
 		theirs[1] = 'S'
 	}
 	op := "collective"
-	if i := int(mine[2]) - 1; mine[0] == 'G' && i >= 0 && i < len(fpOps) {
-		op = fpOps[i]
+	if mine[0] == 'G' {
+		op = mine.op()
 	}
 	err := &Error{Op: op, Rank: c.rank, Peer: peer, Dir: "<-",
 		Err: &mismatchError{mine: mine, theirs: theirs, peer: peer}}

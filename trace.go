@@ -52,7 +52,7 @@ type recorder struct {
 type traceSlot struct {
 	id      uint64 // n+1 of the call that owns the slot (0: empty)
 	e       flight.Entry
-	k       *call // while the call is in flight, to read whom it waits on
+	p       *peers // while the call is in flight or failed: whom it waits on (holds no user buffer)
 	callers [6]uintptr
 }
 
@@ -126,7 +126,7 @@ func (r *recorder) issue(k *call, async bool) {
 	r.n++
 	k.traceID = r.n
 	s := &r.slots[(r.n-1)%uint64(len(r.slots))]
-	s.id, s.k, s.callers = r.n, k, pcs
+	s.id, s.p, s.callers = r.n, k.p, pcs
 	s.e = flight.Entry{
 		Group: k.c.id, Seq: uint64(k.p.tag) & (tagP2P - 1), Op: k.op, Count: k.count,
 		Root: k.root, Algo: k.algo, State: flight.Issued, Issued: now,
@@ -181,10 +181,10 @@ func (r *recorder) end(k *call, err error) {
 	if s := r.slot(k); s != nil {
 		s.e.State = flight.Done
 		if err != nil {
-			// Keep k: whom it waited on is what a dump is read for.
+			// Keep p: whom it waited on is what a dump is read for.
 			s.e.State, s.e.Error, s.e.Ended = flight.Failed, err.Error(), now
 		} else {
-			s.k = nil
+			s.p = nil
 		}
 	}
 	r.mu.Unlock()
@@ -210,11 +210,11 @@ func (r *recorder) entries() []flight.Entry {
 		if r.callers {
 			e.Caller = callerOf(s.callers[:])
 		}
-		if s.k != nil {
-			if s.k.c.id != 0 {
-				e.Ranks = s.k.c.ranks
+		if s.p != nil {
+			if s.p.c.id != 0 {
+				e.Ranks = s.p.c.ranks
 			}
-			if w := s.k.p.waitOn.Load(); w > 0 && (e.State == flight.Started || e.State == flight.Failed) {
+			if w := s.p.waitOn.Load(); w > 0 && (e.State == flight.Started || e.State == flight.Failed) {
 				e.WaitingOn = []int{int(w - 1)}
 			}
 		}

@@ -156,18 +156,15 @@ func (c *Comm) settled(op string, err error) error {
 	if !errors.As(err, &ge) {
 		ge = &Error{Op: op, Rank: c.rank, Peer: -1, Err: err}
 	}
-	if errors.Is(*p, err) || errors.Is(err, ErrMismatch) {
+	first := errors.Is(*p, err) || errors.Is(err, ErrMismatch)
+	// A failure of the verdict's own kind that this call saw for itself (a
+	// monitored barrier's timeout naming the missing ranks, say) keeps its
+	// words too, naming the rank the verdict blames.
+	sameKind := classOf(err) != classAborted && classOf(err) == classOf(*p) && !errors.Is(err, ErrPeerClosed)
+	if first || sameKind {
 		e := *ge
 		e.Err = &abortedErr{ge.Err}
-		return &e
-	}
-	if class := classOf(err); class != classAborted && class == classOf(*p) && !errors.Is(err, ErrPeerClosed) {
-		// This call saw for itself a failure of the verdict's kind (a
-		// monitored barrier's timeout naming the missing ranks, say):
-		// keep its words, and name the rank the verdict blames.
-		e := *ge
-		e.Err = &abortedErr{ge.Err}
-		if b := c.blamedPeer(); b >= 0 && b != e.Peer {
+		if b := c.blamedPeer(); !first && b >= 0 && b != e.Peer {
 			e.Peer, e.Dir = b, ""
 		}
 		return &e
