@@ -1,0 +1,95 @@
+package device
+
+import (
+	"context"
+
+	"github.com/goccl/goccl/reduceop"
+)
+
+// Device is one accelerator.
+type Device interface {
+	// String names the device for errors and logs, for example "cuda:0".
+	String() string
+	// Alloc allocates device memory for n elements of dt; its contents are
+	// undefined. The caller frees it with the Buffer's Free.
+	Alloc(dt reduceop.DType, n int) (Buffer, error)
+	// AllocHost allocates n bytes of page-locked host memory, which the
+	// device copies from and to asynchronously.
+	AllocHost(n int) (Host, error)
+	// NewStream creates a stream that is not ordered with any other.
+	NewStream() (Stream, error)
+	// NewEvent creates an event.
+	NewEvent() (Event, error)
+}
+
+// Buffer is device memory holding Len elements of DType, contiguous. It is
+// what goccl.DeviceBuffer names. Free releases memory the buffer owns and
+// does nothing for memory it wraps; a Buffer must not be used after Free.
+type Buffer interface {
+	DType() reduceop.DType
+	Len() int
+	Device() Device
+	Free() error
+}
+
+// Host is page-locked host memory from Device.AllocHost.
+type Host interface {
+	// Bytes returns the memory, valid until Free.
+	Bytes() []byte
+	Free() error
+}
+
+// Stream is an in-order queue of asynchronous work on one device. Every
+// method but Synchronize and Destroy only enqueues: it returns before the
+// work runs, and an error it returns is about the arguments or the stream,
+// not the outcome. Offsets and lengths are in bytes except where named
+// otherwise; a range outside a buffer is an error before anything is
+// enqueued. Host memory passed to a copy must come from AllocHost and must
+// stay untouched until the copy has run (wait for an event recorded after
+// it).
+type Stream interface {
+	// CopyToHost copies len(dst) bytes of src, starting at byte off, to dst.
+	CopyToHost(dst []byte, src Buffer, off int) error
+	// CopyFromHost copies src to dst starting at byte off.
+	CopyFromHost(dst Buffer, off int, src []byte) error
+	// Copy copies n bytes from src at soff to dst at doff, on the device.
+	Copy(dst Buffer, doff int, src Buffer, soff int, n int) error
+	// Reduce computes dst[i] = dst[i] op src[i] for n elements of dst's
+	// dtype starting at the byte offsets doff and soff, with reduceop's
+	// arithmetic (Avg sums; Scale divides).
+	Reduce(op reduceop.Op, dst Buffer, doff int, src Buffer, soff int, n int) error
+	// Scale divides n elements of dst's dtype starting at byte off by div,
+	// the last step of Avg, as reduceop.Scale does.
+	Scale(dst Buffer, off int, n int, div int) error
+	// Record marks the current end of the stream with e; e completes when
+	// all work enqueued before it has run.
+	Record(e Event) error
+	// WaitEvent makes work enqueued after it wait until e completes (as of
+	// e's last Record before this call; an event never recorded is
+	// complete).
+	WaitEvent(e Event) error
+	// Hold makes work enqueued after it wait until the returned Hold is
+	// released, without the host waiting on the stream.
+	Hold() (Hold, error)
+	// Synchronize waits until all work enqueued so far has run, or ctx ends.
+	Synchronize(ctx context.Context) error
+	// Destroy releases the stream after the work enqueued on it has run.
+	Destroy() error
+}
+
+// Event marks a point on a stream.
+type Event interface {
+	// Wait blocks until the work before the event's last Record has run,
+	// or ctx ends. An event never recorded is complete.
+	Wait(ctx context.Context) error
+	// Done reports without blocking whether Wait would return at once.
+	Done() (bool, error)
+	Destroy() error
+}
+
+// Hold is a barrier placed on a stream by Stream.Hold. Release lets the
+// stream run on; releasing twice is a no-op. A Hold that is never released
+// stalls its stream for good, so every path of its holder must release it.
+type Hold interface {
+	Release()
+}
