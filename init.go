@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,7 +32,8 @@ type Env struct {
 	MasterAddr string
 	MasterPort int
 	// Source names the launcher recognised: "torchrun", "openmpi", "pmi",
-	// "slurm", or "options" when given by WithEnv.
+	// "slurm", "options" when given by WithEnv, or "none" when Init found
+	// no launcher and, the transport being mem, ran a one-rank job.
 	Source string
 }
 
@@ -55,7 +57,9 @@ func envFrom(getenv func(string) string) (Env, error) {
 func WithEnv(e Env) Option { return func(o *options) { o.env = &e } }
 
 // WithTransport chooses Init's transport: "tcp" (the default) or "mem"
-// (a one-rank job in this process). GOCCL_TRANSPORT does the same.
+// (a one-rank job in this process, which needs no launcher: without
+// launcher variables Init makes this process rank 0 of 1). GOCCL_TRANSPORT
+// does the same.
 func WithTransport(name string) Option { return func(o *options) { o.transport = name } }
 
 // WithSecret makes every connection, and the rendezvous store, prove
@@ -89,15 +93,29 @@ func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
 // rendezvous store that rank 0 hosts at MASTER_ADDR:MASTER_PORT, connects
 // every pair of ranks over TCP, and returns once all ranks are connected.
 // The store lives until the communicator is closed.
+//
+// With transport mem (GOCCL_TRANSPORT=mem or WithTransport("mem")) and no
+// launcher variables, Init returns a one-rank communicator in this
+// process, for running a distributed program alone (a notebook, a unit
+// test, a debugger), and says so in its debug log (GOCCL_DEBUG=info).
 func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
+	// buildOptions resolved each setting: options > environment > file
+	// > defaults (config.go).
+	kind := o.transport
 	env := o.env
+	alone := false
 	if env == nil {
 		e, err := envFrom(o.getenv)
-		if err != nil {
+		switch {
+		case errors.Is(err, launch.ErrNotFound) && kind == "mem":
+			e, alone = Env{Rank: 0, Size: 1, LocalRank: 0, LocalSize: 1, Source: "none"}, true
+		case errors.Is(err, launch.ErrNotFound):
+			return nil, errNoLauncher
+		case err != nil:
 			return nil, err
 		}
 		env = &e
@@ -105,9 +123,6 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if env.Size < 1 || env.Rank < 0 || env.Rank >= env.Size {
 		return nil, fmt.Errorf("goccl: init: rank %d out of range for world size %d", env.Rank, env.Size)
 	}
-	// buildOptions resolved each setting: options > environment > file
-	// > defaults (config.go).
-	kind := o.transport
 	secret := o.secret
 	if secret == nil && o.secretFile != "" {
 		if secret, err = readSecret(o.secretFile); err != nil {
@@ -122,6 +137,9 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	streams := o.streams
 	log := o.debugLogger(env.Rank)
+	if alone {
+		debugLog(log, slog.LevelInfo, "goccl init: no launcher environment and transport mem: a one-rank job in this process")
+	}
 	if log != nil {
 		debugLog(log, slog.LevelInfo, "goccl init", "launcher", env.Source, "size", env.Size,
 			"local_rank", env.LocalRank, "local_size", env.LocalSize,
@@ -214,6 +232,13 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	return c, nil
 }
+
+// errNoLauncher is Init's error when the environment names no launcher
+// and the transport is not mem: it says how to get a job.
+var errNoLauncher = fmt.Errorf("goccl: init: %w (none of RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK and _SIZE, "+
+	"PMI_RANK and PMI_SIZE, SLURM_PROCID and SLURM_NTASKS is set): start the program with `goccl run -n N -- PROGRAM`, "+
+	"torchrun, mpirun, mpiexec or srun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; "+
+	"for a one-rank job in this process set GOCCL_TRANSPORT=mem (or pass WithTransport(\"mem\"))", launch.ErrNotFound)
 
 // settle waits until every rank of a new communicator is connected (a
 // barrier), so that no one needs the store's addresses any more when a
