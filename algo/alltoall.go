@@ -42,7 +42,9 @@ func PairwiseAllToAll(ctx context.Context, p Peers, send []byte, sendCounts []in
 	if sendCounts[r] != recvCounts[r] {
 		return fmt.Errorf("pairwise alltoall: rank %d sends itself %d elements but expects %d", r, sendCounts[r], recvCounts[r])
 	}
-	copy(recv[ro[r]:ro[r+1]], send[so[r]:so[r+1]])
+	if err := Copy(p, recv[ro[r]:ro[r+1]], send[so[r]:so[r+1]]); err != nil {
+		return fmt.Errorf("pairwise alltoall: local block: %w", err)
+	}
 	for k := 1; k < n; k++ {
 		to, from := (r+k)%n, (r-k+n)%n
 		if err := Exchange(ctx, p, to, send[so[to]:so[to+1]], from, recv[ro[from]:ro[from+1]]); err != nil {

@@ -34,7 +34,6 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.AllReduceFunc = DoublingAllReduce
@@ -50,10 +49,10 @@ func DoublingAllReduce(ctx context.Context, p algo.Peers, buf []byte) (err error
 		return nil
 	}
 	g := newGroup(p.Size(), p.Rank())
-	scr := scratch.Get(len(buf))
+	scr := algo.GetScratch(p, len(buf))
 	defer func() {
 		if err == nil {
-			scratch.Put(scr)
+			algo.PutScratch(p, scr)
 		}
 	}()
 	tmp := scr
@@ -70,8 +69,9 @@ func DoublingAllReduce(ctx context.Context, p algo.Peers, buf []byte) (err error
 			if g.v < pv {
 				err = p.Reduce(buf, tmp) // mine op theirs
 			} else {
-				err = p.Reduce(tmp, buf) // theirs op mine
-				copy(buf, tmp)
+				if err = p.Reduce(tmp, buf); err == nil { // theirs op mine
+					err = algo.Copy(p, buf, tmp)
+				}
 			}
 			if err != nil {
 				return fmt.Errorf("doubling allreduce round %d: reduce: %w", algo.Log2(mask), err)

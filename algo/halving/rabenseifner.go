@@ -41,7 +41,6 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.AllReduceFunc = AllReduce
@@ -57,10 +56,10 @@ func AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err error) {
 		return nil
 	}
 	g := newGroup(p.Size(), p.Rank())
-	scr := scratch.Get(len(buf))
+	scr := algo.GetScratch(p, len(buf))
 	defer func() {
 		if err == nil {
-			scratch.Put(scr)
+			algo.PutScratch(p, scr)
 		}
 	}()
 	tmp := scr

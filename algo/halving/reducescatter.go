@@ -31,7 +31,6 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.ReduceScatterFunc = ReduceScatter
@@ -49,10 +48,10 @@ func ReduceScatter(ctx context.Context, p algo.Peers, buf []byte, counts []int) 
 	}
 	g := newGroup(p.Size(), p.Rank())
 	off := algo.Offsets(counts, p.ElemSize())
-	scr := scratch.Get(len(buf))
+	scr := algo.GetScratch(p, len(buf))
 	defer func() {
 		if err == nil {
-			scratch.Put(scr)
+			algo.PutScratch(p, scr)
 		}
 	}()
 	tmp := scr

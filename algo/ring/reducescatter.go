@@ -35,7 +35,6 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/scratch"
 )
 
 // ReduceScatter reduces buf (block i holding counts[i] elements) across the
@@ -70,10 +69,10 @@ func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf []byte, of
 		maxBlock = max(maxBlock, off[i+1]-off[i])
 	}
 	half := min(seg, maxBlock)
-	scr := scratch.Get(2 * half)
+	scr := algo.GetScratch(p, 2*half)
 	defer func() {
 		if err == nil {
-			scratch.Put(scr)
+			algo.PutScratch(p, scr)
 		}
 	}()
 	tmp := [2][]byte{scr[:half], scr[half:]}

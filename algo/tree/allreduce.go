@@ -49,7 +49,6 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/scratch"
 )
 
 // Options tunes the tree allreduce. The zero value is ready to use.
@@ -146,10 +145,10 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 	half := [2][]byte{buf[hoff[0]:hoff[1]], buf[hoff[1]:hoff[2]]}
 	nseg := [2]int{algo.Segments(len(half[0]), seg, es), algo.Segments(len(half[1]), seg, es)}
 	sl := min(seg, len(half[0])) // half 0 is the larger
-	scr := scratch.Get(4 * sl)
+	scr := algo.GetScratch(p, 4*sl)
 	defer func() {
 		if err == nil {
-			scratch.Put(scr)
+			algo.PutScratch(p, scr)
 		}
 	}()
 	segment := func(t, k int) []byte { return half[t][k*seg : min((k+1)*seg, len(half[t]))] }

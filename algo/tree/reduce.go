@@ -25,7 +25,6 @@ import (
 	"slices"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/scratch"
 )
 
 var _ algo.ReduceFunc = Reduce
@@ -44,10 +43,10 @@ func Reduce(ctx context.Context, p algo.Peers, buf []byte, root int) (err error)
 	kids := children(v, n)
 	slices.Reverse(kids) // smallest subtree first
 	if len(kids) > 0 {
-		scr := scratch.Get(2 * len(buf))
+		scr := algo.GetScratch(p, 2*len(buf))
 		defer func() {
 			if err == nil {
-				scratch.Put(scr)
+				algo.PutScratch(p, scr)
 			}
 		}()
 		tmp := [2][]byte{scr[:len(buf)], scr[len(buf):]}
