@@ -16,29 +16,9 @@
 // threadIdx, blockIdx, blockDim, gridDim.
 #include <__clang_cuda_builtin_vars.h>
 
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-typedef signed char i8;
-typedef int i32;
-typedef long long i64;
+#include "base.cuh"
 
-// Every kernel is launched with GOCCL_BLOCK threads per block (the Go side
-// reads the same number from kernels.BlockSize).
-#define GOCCL_BLOCK 256
-#define GOCCL_WARP 32
-#define GOCCL_FULL_MASK 0xffffffffu
-
-// v16 is one 16-byte vector: a load or store of it is one ld/st.global.v4.u32.
-struct __attribute__((aligned(16))) v16 {
-  u32 x, y, z, w;
-};
-
-static __device__ __forceinline__ bool aligned16(const void *p) {
-  return ((u64)p & 15) == 0;
-}
-
+// The target primitives: emu/cuda_host.h defines the same names for the host.
 static __device__ __forceinline__ void sync_threads() { __syncthreads(); }
 
 static __device__ __forceinline__ u32 shfl_down_u32(u32 v, u32 delta) {
@@ -72,6 +52,10 @@ static __device__ __forceinline__ u64 double_bits(double d) {
   return (u64)__nvvm_bitcast_d2ll(d);
 }
 
+static __device__ __forceinline__ double bits_double(u64 b) {
+  return __nvvm_bitcast_ll2d((long long)b);
+}
+
 // IEEE binary16 <-> float32 with the hardware conversions (sm_53 and later):
 // exact widening, round-to-nearest-even narrowing.
 static __device__ __forceinline__ float half_to_float(u16 h) {
@@ -84,22 +68,6 @@ static __device__ __forceinline__ u16 float_to_half(float f) {
   u16 h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
-}
-
-// bfloat16 <-> float32 in integer arithmetic, so that sm_70 (no bf16
-// conversion instruction) gets the same bits as sm_80+: widening is a shift,
-// narrowing rounds to nearest even and keeps NaNs NaN (quiet bit set).
-static __device__ __forceinline__ float bf16_to_float(u16 b) {
-  return bits_float((u32)b << 16);
-}
-
-static __device__ __forceinline__ u16 float_to_bf16(float f) {
-  u32 u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    return (u16)((u >> 16) | 0x0040u);
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (u16)(u >> 16);
 }
 
 #endif // GOCCL_CUDA_MIN_H

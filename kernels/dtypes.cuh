@@ -3,6 +3,22 @@
 #ifndef GOCCL_DTYPES_CUH
 #define GOCCL_DTYPES_CUH
 
+// bfloat16 <-> float32 in integer arithmetic, so that sm_70 (no bf16
+// conversion instruction) gets the same bits as sm_80+: widening is a shift,
+// narrowing rounds to nearest even and keeps NaNs NaN (quiet bit set).
+static __device__ __forceinline__ float bf16_to_float(u16 b) {
+  return bits_float((u32)b << 16);
+}
+
+static __device__ __forceinline__ u16 float_to_bf16(float f) {
+  u32 u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return (u16)((u >> 16) | 0x0040u);
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (u16)(u >> 16);
+}
+
 // A dtype D has a storage type D::S (what the buffer holds), a compute type
 // D::C (what arithmetic runs in) and the two conversions. Float16 and
 // BFloat16 compute in float32 and round back to nearest even once per
@@ -56,7 +72,7 @@ static __device__ __forceinline__ void set_word(v16 &v, int i, u32 w) {
   else v.w = w;
 }
 static __device__ __forceinline__ void from_bits(u64 b, float &x) { x = bits_float((u32)b); }
-static __device__ __forceinline__ void from_bits(u64 b, double &x) { x = __nvvm_bitcast_ll2d((long long)b); }
+static __device__ __forceinline__ void from_bits(u64 b, double &x) { x = bits_double(b); }
 template <class S> static __device__ __forceinline__ void from_bits(u64 b, S &x) { x = (S)b; }
 static __device__ __forceinline__ u64 to_bits(float x) { return float_bits(x); }
 static __device__ __forceinline__ u64 to_bits(double x) { return double_bits(x); }
