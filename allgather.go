@@ -40,21 +40,21 @@ func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) 
 		off += n * esz
 	}
 	k.run = func(ctx context.Context) error {
-		s, err := stage(ctx, rv, false)
+		s, err := c.stage(ctx, rv, false)
 		if err != nil {
 			return err
 		}
-		if err := pack(ctx, s.host[off:off+sv.bytes()], []view{sv}); err != nil {
-			s.unstage(ctx, false)
+		if err := c.pack(ctx, s.host[off:off+sv.bytes()], []view{sv}); err != nil {
+			c.unstage(ctx, s, false)
 			return err
 		}
 		if c.Size() > 1 && len(s.host) > 0 {
 			if err := fn(ctx, p, s.host, counts); err != nil {
-				s.unstage(ctx, false)
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
-		return s.unstage(ctx, true)
+		return c.unstage(ctx, s, true)
 	}
 	return k, nil
 }
@@ -92,7 +92,7 @@ func (c *Comm) AllGatherList(ctx context.Context, send any, recv []any) error {
 	if err := checked(c.allGatherv(name, sv, fv, counts, fv.bytes())).exec(ctx); err != nil {
 		return err
 	}
-	return unpack(ctx, flat, rvs)
+	return c.unpack(ctx, flat, rvs)
 }
 
 // AllGatherCoalesced all-gathers several buffers of one dtype in one
@@ -126,7 +126,7 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 	fv := view{dt: svs[0].dt, n: total * n, b: flat}
 	mine := view{dt: fv.dt, n: total, b: scratch.Get(total * esz)}
 	defer scratch.Put(mine.b)
-	if err := pack(ctx, mine.b, svs); err != nil {
+	if err := c.pack(ctx, mine.b, svs); err != nil {
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
 	if err := checked(c.allGatherv(name, mine, fv, equalCounts(n, total), fv.bytes())).exec(ctx); err != nil {
@@ -142,7 +142,7 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 		part := svs[i].bytes()
 		for j := 0; j < n; j++ {
 			src := flat[j*total*esz+off:][:part]
-			if err := copyTo(ctx, rv, j*part, src); err != nil {
+			if err := c.copyTo(ctx, rv, j*part, src); err != nil {
 				return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 			}
 		}
@@ -151,9 +151,9 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 }
 
 // copyTo writes src into v at byte offset off.
-func copyTo(ctx context.Context, v view, off int, src []byte) error {
+func (c *Comm) copyTo(ctx context.Context, v view, off int, src []byte) error {
 	if v.dev != nil {
-		return v.dev.CopyFromHost(ctx, off, src)
+		return c.fromHost(ctx, v.dev, off, src)
 	}
 	copy(v.b[off:], src)
 	return nil

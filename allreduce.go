@@ -45,26 +45,43 @@ func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Alg
 	}
 	a, fn := c.pickAllReduce(v.bytes(), force)
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
-	p := c.peers(k, v.dt, reducer(kernelOf(v), v.dt, op))
+	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	n := c.Size()
+	if v.dev != nil {
+		k.chunk = devChunk
+		k.run = func(ctx context.Context) error {
+			return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
+				if n > 1 && len(buf) > 0 {
+					if err := fn(ctx, dp, buf); err != nil {
+						return err
+					}
+				}
+				if op == reduceop.Avg {
+					return dp.scale(buf, n)
+				}
+				return nil
+			})
+		}
+		return k, nil
+	}
 	k.run = func(ctx context.Context) error {
-		s, err := stage(ctx, v, true)
+		s, err := c.stage(ctx, v, true)
 		if err != nil {
 			return err
 		}
 		if n > 1 && len(s.host) > 0 {
 			if err := fn(ctx, p, s.host); err != nil {
-				s.unstage(ctx, false)
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
 		if op == reduceop.Avg {
-			if err := kernelOf(v).Scale(v.dt, s.host, n); err != nil {
-				s.unstage(ctx, false)
+			if err := (reduceop.Host{}).Scale(v.dt, s.host, n); err != nil {
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
-		return s.unstage(ctx, true)
+		return c.unstage(ctx, s, true)
 	}
 	return k, nil
 }
@@ -83,14 +100,14 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 	}
 	flat := scratch.Get(total * views[0].dt.Size())
 	defer scratch.Put(flat)
-	if err := pack(ctx, flat, views); err != nil {
+	if err := c.pack(ctx, flat, views); err != nil {
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
 	fv := view{dt: views[0].dt, n: total, b: flat}
 	if err := checked(c.allReduceView(name, fv, op, "")).exec(ctx); err != nil {
 		return err
 	}
-	return unpack(ctx, flat, views)
+	return c.unpack(ctx, flat, views)
 }
 
 // checkList resolves a list of buffers that must share one dtype and
@@ -113,12 +130,12 @@ func (c *Comm) checkList(op, what string, bufs []any) ([]view, int, error) {
 }
 
 // pack copies each view into consecutive parts of flat.
-func pack(ctx context.Context, flat []byte, views []view) error {
+func (c *Comm) pack(ctx context.Context, flat []byte, views []view) error {
 	off := 0
 	for _, v := range views {
 		n := v.bytes()
 		if v.dev != nil {
-			if err := v.dev.CopyToHost(ctx, flat[off:off+n], 0); err != nil {
+			if err := c.toHost(ctx, flat[off:off+n], v.dev, 0); err != nil {
 				return err
 			}
 		} else {
@@ -130,12 +147,12 @@ func pack(ctx context.Context, flat []byte, views []view) error {
 }
 
 // unpack is the inverse of pack.
-func unpack(ctx context.Context, flat []byte, views []view) error {
+func (c *Comm) unpack(ctx context.Context, flat []byte, views []view) error {
 	off := 0
 	for _, v := range views {
 		n := v.bytes()
 		if v.dev != nil {
-			if err := v.dev.CopyFromHost(ctx, 0, flat[off:off+n]); err != nil {
+			if err := c.fromHost(ctx, v.dev, 0, flat[off:off+n]); err != nil {
 				return err
 			}
 		} else {

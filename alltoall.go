@@ -90,19 +90,19 @@ func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int,
 		} else {
 			sendHost = scratch.Get(bytes)
 			defer scratch.Put(sendHost)
-			if err := pack(ctx, sendHost, parts); err != nil {
+			if err := c.pack(ctx, sendHost, parts); err != nil {
 				return err
 			}
 		}
-		s, err := stage(ctx, rv, false)
+		s, err := c.stage(ctx, rv, false)
 		if err != nil {
 			return err
 		}
 		if err := fn(ctx, p, sendHost, sc, s.host, rc); err != nil {
-			s.unstage(ctx, false)
+			c.unstage(ctx, s, false)
 			return err
 		}
-		return s.unstage(ctx, true)
+		return c.unstage(ctx, s, true)
 	}
 	return k
 }
@@ -137,5 +137,5 @@ func (c *Comm) AllToAllList(ctx context.Context, send, recv []any) error {
 	if err := c.allToAllv(name, svs, sc, fv, rc, -1).exec(ctx); err != nil {
 		return err
 	}
-	return unpack(ctx, flat, rvs)
+	return c.unpack(ctx, flat, rvs)
 }

@@ -33,17 +33,17 @@ func (c *Comm) broadcast(buf any, root int) (*call, error) {
 	p := c.peers(k, v.dt, nil)
 	isRoot := c.rank == root
 	k.run = func(ctx context.Context) error {
-		s, err := stage(ctx, v, isRoot)
+		s, err := c.stage(ctx, v, isRoot)
 		if err != nil {
 			return err
 		}
 		if c.Size() > 1 && len(s.host) > 0 {
 			if err := fn(ctx, p, s.host, root); err != nil {
-				s.unstage(ctx, false)
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
-		return s.unstage(ctx, !isRoot)
+		return c.unstage(ctx, s, !isRoot)
 	}
 	return k, nil
 }
@@ -74,7 +74,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 	}
 	a, fn := c.pickReduce(v.bytes())
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, root)
-	p := c.peers(k, v.dt, reducer(kernelOf(v), v.dt, op))
+	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	isRoot := c.rank == root
 	k.run = func(ctx context.Context) error {
 		// The algorithm uses a non-root's buffer as scratch, so non-roots
@@ -83,20 +83,20 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 		var s staged
 		if isRoot {
 			var err error
-			if s, err = stage(ctx, v, true); err != nil {
+			if s, err = c.stage(ctx, v, true); err != nil {
 				return err
 			}
 			host = s.host
 		} else {
 			host = scratch.Get(v.bytes())
 			defer scratch.Put(host)
-			if err := pack(ctx, host, []view{v}); err != nil {
+			if err := c.pack(ctx, host, []view{v}); err != nil {
 				return err
 			}
 		}
 		if c.Size() > 1 && len(host) > 0 {
 			if err := fn(ctx, p, host, root); err != nil {
-				s.unstage(ctx, false)
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
@@ -104,12 +104,12 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 			return nil
 		}
 		if op == reduceop.Avg {
-			if err := kernelOf(v).Scale(v.dt, host, c.Size()); err != nil {
-				s.unstage(ctx, false)
+			if err := (reduceop.Host{}).Scale(v.dt, host, c.Size()); err != nil {
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
-		return s.unstage(ctx, true)
+		return c.unstage(ctx, s, true)
 	}
 	return k, nil
 }

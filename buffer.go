@@ -1,10 +1,10 @@
 package goccl
 
 import (
-	"context"
 	"fmt"
 	"unsafe"
 
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -16,20 +16,15 @@ import (
 // Buffers are passed as `any` so that one method serves every type, as
 // encoding/binary does; the type is checked before anything is sent.
 
-// DeviceBuffer is memory that Go code cannot address, such as GPU memory
-// (package device/cuda provides one). A collective on a DeviceBuffer runs
-// the same algorithm as on a host slice: the bytes are staged through host
-// memory and reductions run on the buffer's Kernel.
-type DeviceBuffer interface {
-	DType() reduceop.DType
-	Len() int
-	// CopyToHost copies len(dst) bytes starting at byte offset off to dst.
-	CopyToHost(ctx context.Context, dst []byte, off int) error
-	// CopyFromHost copies src to the buffer starting at byte offset off.
-	CopyFromHost(ctx context.Context, off int, src []byte) error
-	// Kernel reduces staged chunks where the buffer lives.
-	Kernel() reduceop.Kernel
-}
+// DeviceBuffer is memory that Go code cannot address, such as GPU memory:
+// a device.Buffer (package device/cuda provides one, over memory it
+// allocated or memory a framework owns; package device/hostsim a fake one
+// for tests). A collective on a DeviceBuffer runs the same algorithm as on a
+// host slice, chunk by chunk, with the bytes moved through pinned host
+// memory and the reductions run by the device (devpath.go). Every rank of
+// one call must pass the same kind of buffer: a host slice on one rank and
+// a device buffer on another is ErrMismatch.
+type DeviceBuffer = device.Buffer
 
 // view is a buffer argument resolved to its dtype, element count and bytes.
 // For a DeviceBuffer, b is nil and dev is set.

@@ -32,6 +32,9 @@ type call struct {
 	// message and so no fingerprint of its own; exec gives it the ring
 	// of fingerprints that rooted calls have (rootChecked).
 	silent bool
+	// chunk: the call moves device memory in messages of at most this
+	// many bytes (devpath.go); 0 for host memory, sent whole.
+	chunk int
 
 	traceID uint64 // the flight recorder's number for it (trace.go), 0: none
 

@@ -25,14 +25,15 @@ type staged struct {
 }
 
 // stage makes v's bytes addressable; with load, a device buffer is copied
-// to host first.
-func stage(ctx context.Context, v view, load bool) (staged, error) {
+// to host first. Only the collectives that do not run on the device data
+// path (devpath.go) stage.
+func (c *Comm) stage(ctx context.Context, v view, load bool) (staged, error) {
 	if v.dev == nil {
 		return staged{v, v.b}, nil
 	}
 	s := staged{v, scratch.Get(v.bytes())}
 	if load && len(s.host) > 0 {
-		if err := v.dev.CopyToHost(ctx, s.host, 0); err != nil {
+		if err := c.toHost(ctx, s.host, v.dev, 0); err != nil {
 			scratch.Put(s.host)
 			return staged{}, fmt.Errorf("copy device to host: %w", err)
 		}
@@ -42,24 +43,36 @@ func stage(ctx context.Context, v view, load bool) (staged, error) {
 
 // unstage copies a device buffer's result back (with store) and frees the
 // staging memory.
-func (s staged) unstage(ctx context.Context, store bool) error {
+func (c *Comm) unstage(ctx context.Context, s staged, store bool) error {
 	if s.dev == nil {
 		return nil
 	}
 	defer scratch.Put(s.host)
 	if store && len(s.host) > 0 {
-		if err := s.dev.CopyFromHost(ctx, 0, s.host); err != nil {
+		if err := c.fromHost(ctx, s.dev, 0, s.host); err != nil {
 			return fmt.Errorf("copy host to device: %w", err)
 		}
 	}
 	return nil
 }
 
-func kernelOf(v view) reduceop.Kernel {
-	if v.dev != nil {
-		return v.dev.Kernel()
+// toHost copies len(dst) bytes of a device buffer from byte off into dst
+// and waits.
+func (c *Comm) toHost(ctx context.Context, dst []byte, b DeviceBuffer, off int) error {
+	d, err := c.shared.devs.get(b.Device())
+	if err != nil {
+		return err
 	}
-	return reduceop.Host{}
+	return d.toHost(ctx, dst, b, off)
+}
+
+// fromHost copies src into a device buffer from byte off and waits.
+func (c *Comm) fromHost(ctx context.Context, b DeviceBuffer, off int, src []byte) error {
+	d, err := c.shared.devs.get(b.Device())
+	if err != nil {
+		return err
+	}
+	return d.fromHost(ctx, b, off, src)
 }
 
 // check resolves a buffer argument for op.

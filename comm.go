@@ -75,6 +75,7 @@ type shared struct {
 	doneOne  sync.Once
 	log      *commslog.Logger
 	rdv      *rendezvous // how Init met the other ranks, or nil (elastic.go)
+	devs     devices     // per-device streams and pools of the device data path (devpath.go)
 }
 
 type options struct {
@@ -271,6 +272,7 @@ func (c *Comm) Close() error {
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
 	c.shared.wg.Wait()
+	c.shared.devs.close()
 	if r := c.shared.rdv; r != nil {
 		err = errors.Join(err, r.st.release())
 	}

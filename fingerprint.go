@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/goccl/goccl/algo"
@@ -24,8 +25,12 @@ import (
 // wrong length still delivers its prefix (transport.Endpoint.Irecv), so
 // the fingerprint is read even when the ranks disagree on the size.
 //
-//	0    2   3     4     5    8      12           16       24    32
-//	| GF | op | dtype | redop | - | root | group id lo | count | seq |
+//	0    2   3     4     5       6    8      12           16       24    32
+//	| GF | op | dtype | redop | chunk | - | root | group id lo | count | seq |
+//
+// chunk is log2 of the message size a device buffer is cut into
+// (devpath.go), 0 for a host buffer's whole messages: ranks that cut
+// differently would misread each other's messages.
 
 const (
 	fpLen    = 32
@@ -50,6 +55,9 @@ func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
 	f[2] = fpOpIndex[k.op]
 	f[3] = uint8(k.dt)
 	f[4] = uint8(k.redop)
+	if k.chunk > 0 {
+		f[5] = uint8(bits.Len(uint(k.chunk)) - 1)
+	}
 	binary.LittleEndian.PutUint32(f[8:], uint32(int32(k.root)))
 	binary.LittleEndian.PutUint32(f[12:], uint32(group))
 	binary.LittleEndian.PutUint64(f[16:], uint64(k.count))
@@ -86,6 +94,9 @@ func (f fingerprint) String() string {
 	}
 	if f[4] != 0 {
 		args = append(args, fmt.Sprintf("op=%v", reduceop.Op(f[4])))
+	}
+	if f[5] != 0 {
+		args = append(args, fmt.Sprintf("device buffer in %d-byte chunks", 1<<f[5]))
 	}
 	if root := int32(binary.LittleEndian.Uint32(f[8:])); root >= 0 {
 		args = append(args, fmt.Sprintf("root=%d", root))

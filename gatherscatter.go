@@ -35,7 +35,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 		var host []byte
 		if c.rank == root {
 			var err error
-			if s, err = stage(ctx, rv, false); err != nil {
+			if s, err = c.stage(ctx, rv, false); err != nil {
 				return err
 			}
 			host = s.host
@@ -43,17 +43,17 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 			host = scratch.Get(sv.bytes() * n)
 			defer scratch.Put(host)
 		}
-		if err := pack(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], []view{sv}); err != nil {
-			s.unstage(ctx, false)
+		if err := c.pack(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], []view{sv}); err != nil {
+			c.unstage(ctx, s, false)
 			return err
 		}
 		if n > 1 && len(host) > 0 {
 			if err := fn(ctx, p, host, counts, root); err != nil {
-				s.unstage(ctx, false)
+				c.unstage(ctx, s, false)
 				return err
 			}
 		}
-		return s.unstage(ctx, c.rank == root)
+		return c.unstage(ctx, s, c.rank == root)
 	}
 	return k.exec(ctx)
 }
@@ -88,7 +88,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 			host = scratch.Get(rv.bytes() * n)
 			defer scratch.Put(host)
 			if c.rank == root {
-				if err := pack(ctx, host, []view{sv}); err != nil {
+				if err := c.pack(ctx, host, []view{sv}); err != nil {
 					return err
 				}
 			}
@@ -98,7 +98,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 				return err
 			}
 		}
-		return copyTo(ctx, rv, 0, host[c.rank*rv.bytes():(c.rank+1)*rv.bytes()])
+		return c.copyTo(ctx, rv, 0, host[c.rank*rv.bytes():(c.rank+1)*rv.bytes()])
 	}
 	return k.exec(ctx)
 }

@@ -87,7 +87,7 @@ func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 	host := v.b
 	if v.dev != nil {
 		host = scratch.Get(v.bytes())
-		if err := v.dev.CopyToHost(ctx, host, 0); err != nil {
+		if err := c.toHost(ctx, host, v.dev, 0); err != nil {
 			return start(ctx, &call{err: &Error{Op: name, Rank: c.rank, Peer: dst, Err: err}})
 		}
 	}
@@ -206,7 +206,7 @@ func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
 		}
 		if v.dev != nil {
 			defer scratch.Put(host)
-			return v.dev.CopyFromHost(ctx, 0, host)
+			return c.fromHost(ctx, v.dev, 0, host)
 		}
 		return nil
 	}

@@ -43,7 +43,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 	esz := rv.dt.Size()
 	a, fn := c.pickReduceScatter(total * esz)
 	k := c.newCall(name, rv.dt, total*esz, a).agree(total, op, -1)
-	kern := kernelOf(parts[0])
+	kern := reduceop.Host{}
 	p := c.peers(k, rv.dt, reducer(kern, rv.dt, op))
 	off := 0
 	for _, n := range counts[:c.rank] {
@@ -52,7 +52,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 	k.run = func(ctx context.Context) error {
 		work := scratch.Get(total * esz)
 		defer scratch.Put(work)
-		if err := pack(ctx, work, parts); err != nil {
+		if err := c.pack(ctx, work, parts); err != nil {
 			return err
 		}
 		if c.Size() > 1 && len(work) > 0 {
@@ -66,7 +66,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 				return err
 			}
 		}
-		return copyTo(ctx, rv, 0, mine)
+		return c.copyTo(ctx, rv, 0, mine)
 	}
 	return k, nil
 }

@@ -1,0 +1,241 @@
+package goccl_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/device/hostsim"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// randomBytes returns n elements of dt with seeded random bits (NaNs and
+// all), the same for the same (seed, rank).
+func randomBytes(dt reduceop.DType, n int, seed uint64, rank int) []byte {
+	r := rand.New(rand.NewPCG(seed, uint64(rank)))
+	b := make([]byte, n*dt.Size())
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	if dt == reduceop.Float32 || dt == reduceop.Float64 {
+		// Keep most values finite so sums say something, but leave a few
+		// special bit patterns in.
+		for i := 0; i+dt.Size() <= len(b); i += dt.Size() {
+			if r.IntN(64) != 0 {
+				b[i+dt.Size()-1] &= 0x3f // exponent well below overflow
+			}
+		}
+	}
+	return b
+}
+
+// typed returns b as a Go slice of dt's element type, sharing memory.
+func typed(dt reduceop.DType, b []byte) any {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	n := len(b) / dt.Size()
+	switch dt {
+	case reduceop.Float32:
+		return unsafe.Slice((*float32)(p), n)
+	case reduceop.Float64:
+		return unsafe.Slice((*float64)(p), n)
+	case reduceop.Float16:
+		return unsafe.Slice((*reduceop.F16)(p), n)
+	case reduceop.BFloat16:
+		return unsafe.Slice((*reduceop.BF16)(p), n)
+	case reduceop.Int8:
+		return unsafe.Slice((*int8)(p), n)
+	case reduceop.Uint8:
+		return b
+	case reduceop.Int32:
+		return unsafe.Slice((*int32)(p), n)
+	case reduceop.Int64:
+		return unsafe.Slice((*int64)(p), n)
+	}
+	panic(dt)
+}
+
+// deviceAllReduce runs AllReduce on n ranks twice, on host slices and on
+// hostsim device buffers holding the same bytes, and fails unless every
+// rank ends with the same bytes both ways.
+func deviceAllReduce(t *testing.T, n int, a algo.Algorithm, dt reduceop.DType, op reduceop.Op, count int, dev func(rank int) *hostsim.Device) {
+	t.Helper()
+	host := make([][]byte, n)
+	devOut := make([][]byte, n)
+	for r := range n {
+		host[r] = randomBytes(dt, count, 7, r)
+	}
+	runRanks(t, n, a, func(ctx context.Context, c *goccl.Comm) error {
+		mine := bytes.Clone(host[c.Rank()])
+		if err := c.AllReduce(ctx, typed(dt, mine), op); err != nil {
+			return fmt.Errorf("host: %w", err)
+		}
+		d := dev(c.Rank())
+		b, err := d.Alloc(dt, count)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		db := b.(*hostsim.Buffer)
+		copy(db.Bytes(), host[c.Rank()])
+		if err := c.AllReduce(ctx, db, op); err != nil {
+			return fmt.Errorf("device: %w", err)
+		}
+		devOut[c.Rank()] = bytes.Clone(db.Bytes())
+		host[c.Rank()] = mine
+		return nil
+	})
+	for r := range n {
+		if !bytes.Equal(devOut[r], host[r]) {
+			t.Fatalf("rank %d: device result differs from host result", r)
+		}
+	}
+}
+
+func TestDeviceAllReduceMatchesHost(t *testing.T) {
+	shared := hostsim.New() // ranks may share one device, as NCCL does not allow
+	defer shared.Close()
+	own := map[int]*hostsim.Device{}
+	var mu sync.Mutex
+	perRank := func(r int) *hostsim.Device {
+		mu.Lock()
+		defer mu.Unlock()
+		if own[r] == nil {
+			own[r] = hostsim.New()
+		}
+		return own[r]
+	}
+	defer func() {
+		for _, d := range own {
+			d.Close()
+		}
+	}()
+	big := 1<<20/4*3 + 5 // three chunks and a bit of float32, a count no world size divides
+	for _, a := range algorithmsFor(algo.AllReduce) {
+		for _, n := range []int{1, 2, 3, 4, 5} {
+			for _, count := range []int{0, 1, 7, 1031, big} {
+				if count == big && n > 3 && testing.Short() {
+					continue
+				}
+				cases := []caseSpec{{reduceop.Float32, reduceop.Sum}}
+				if count == 1031 {
+					cases = append(cases, caseSpec{reduceop.Float64, reduceop.Avg}, caseSpec{reduceop.Int32, reduceop.Max},
+						caseSpec{reduceop.BFloat16, reduceop.Sum}, caseSpec{reduceop.Uint8, reduceop.BXor})
+				}
+				for _, cs := range cases {
+					for _, sharing := range []bool{false, true} {
+						if sharing && (count != 1031 || cs.op != reduceop.Sum) {
+							continue
+						}
+						name := fmt.Sprintf("%s/n=%d/count=%d/%v/%v/shared=%v", a, n, count, cs.dt, cs.op, sharing)
+						t.Run(name, func(t *testing.T) {
+							dev := perRank
+							if sharing {
+								dev = func(int) *hostsim.Device { return shared }
+							}
+							deviceAllReduce(t, n, a, cs.dt, cs.op, count, dev)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// A rank with a host buffer and one with a device buffer cut their
+// messages differently: the call fails with ErrMismatch on both.
+func TestDeviceAndHostBufferMismatch(t *testing.T) {
+	d := hostsim.New()
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, 2)
+	goccl.RunLocal(ctx, 2, func(ctx context.Context, c *goccl.Comm) error {
+		if c.Rank() == 0 {
+			errs[0] = c.AllReduce(ctx, make([]float32, 100), reduceop.Sum)
+			return nil
+		}
+		b, err := d.Alloc(reduceop.Float32, 100)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		errs[1] = c.AllReduce(ctx, b, reduceop.Sum)
+		return nil
+	}, goccl.WithTimeout(10*time.Second))
+	for r, err := range errs {
+		if !errors.Is(err, goccl.ErrMismatch) {
+			t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+		}
+	}
+}
+
+// The device data path overlaps the copies, the wire and the reductions of
+// neighbouring chunks. With every copy and every kernel made to take lat
+// (hostsim's injected latency), a two-rank ring allreduce of 8 MiB of
+// float32 (8 chunks of 1 MiB through each rank's lanes) must take well
+// under the sum of the latencies of the work its device ran, which is what
+// it would take done one piece at a time. The bound, 3/4 of that sum, leaves
+// room for a loaded machine: the pipelined schedule needs about half.
+func TestDeviceAllReduceOverlaps(t *testing.T) {
+	const lat = 10 * time.Millisecond
+	devs := []*hostsim.Device{
+		hostsim.New(hostsim.Latency{Copy: lat, Kernel: lat}),
+		hostsim.New(hostsim.Latency{Copy: lat, Kernel: lat}),
+	}
+	for _, d := range devs {
+		defer d.Close()
+	}
+	const count = 8 << 20 / 4
+	runRanks(t, 2, algo.Ring, func(ctx context.Context, c *goccl.Comm) error {
+		d := devs[c.Rank()]
+		b, err := d.Alloc(reduceop.Float32, count)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		if err := c.AllReduce(ctx, b, reduceop.Sum); err != nil { // warm: streams, slots
+			return err
+		}
+		d.StartTimeline()
+		return c.AllReduce(ctx, b, reduceop.Sum)
+	})
+	for r, d := range devs {
+		spans := d.Timeline()
+		var serial time.Duration
+		first, last := spans[0].Start, spans[0].End
+		overlapped := false
+		for i, s := range spans {
+			switch s.Kind {
+			case hostsim.KindCopyToHost, hostsim.KindCopyFromHost, hostsim.KindCopy, hostsim.KindReduce, hostsim.KindScale:
+				serial += lat
+			}
+			if s.Start.Before(first) {
+				first = s.Start
+			}
+			if s.End.After(last) {
+				last = s.End
+			}
+			for _, o := range spans[:i] {
+				if o.Stream != s.Stream && o.Start.Before(s.End) && s.Start.Before(o.End) && o.End.Sub(o.Start) >= lat && s.End.Sub(s.Start) >= lat {
+					overlapped = true
+				}
+			}
+		}
+		took := last.Sub(first)
+		t.Logf("rank %d: %d pieces of device work, %v one after another, %v pipelined", r, len(spans), serial, took)
+		if !overlapped {
+			t.Errorf("rank %d: no two pieces of device work overlapped", r)
+		}
+		if took > serial*3/4 {
+			t.Errorf("rank %d: took %v, want well under the serial %v (bound 3/4 of it)", r, took, serial)
+		}
+	}
+}

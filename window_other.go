@@ -1,0 +1,8 @@
+//go:build !unix
+
+package goccl
+
+// reserve returns n bytes standing for a device buffer in the algorithms
+// (devpath.go). Without mmap it is ordinary memory the algorithms never
+// touch.
+func reserve(n int) ([]byte, error) { return make([]byte, n), nil }
