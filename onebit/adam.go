@@ -51,8 +51,8 @@ func (c AdamConfig) withDefaults() AdamConfig {
 //
 // without bias correction, as OnebitAdam does. (OnebitAdam also spends its
 // very first step() on setting up buffers without updating; Adam does not.)
-// The State of a parameter of n elements is padded to a multiple of
-// p*lcm(p,8), as OnebitAdam pads.
+// The State of a parameter of n elements is padded to PaddedLenAdam(n, p),
+// as OnebitAdam pads.
 type Adam struct {
 	cfg    AdamConfig
 	comm   Comm
@@ -69,26 +69,17 @@ func NewAdam(c Comm, cfg AdamConfig, params [][]float32) (*Adam, error) {
 		return nil, fmt.Errorf("onebit: NewAdam: nil Comm")
 	}
 	p := c.Size()
-	align := p * lcm(p, 8)
 	a := &Adam{cfg: cfg.withDefaults(), comm: c, params: params}
 	for _, w := range params {
 		a.m = append(a.m, make([]float32, len(w)))
 		a.v = append(a.v, make([]float32, len(w)))
-		st, err := NewStatePadded(len(w), p, (len(w)+align-1)/align*align)
+		st, err := NewStatePadded(len(w), p, PaddedLenAdam(len(w), p))
 		if err != nil {
 			return nil, err
 		}
 		a.states = append(a.states, st)
 	}
 	return a, nil
-}
-
-func lcm(a, b int) int {
-	x, y := a, b
-	for y != 0 {
-		x, y = y, x%y
-	}
-	return a / x * b
 }
 
 // Steps returns the number of completed steps.

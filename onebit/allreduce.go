@@ -36,7 +36,10 @@ type Comm interface {
 // st.Len() elements; all ranks end with the same buf.
 //
 // Inputs are checked before anything is sent: st must be made for
-// len(buf) elements and for c.Size() ranks. If a communication step fails,
+// len(buf) elements and for c.Size() ranks, and hold no other rank's errors;
+// a refused call leaves st as it was. After a successful call st also holds
+// the scales and signs of the step (State.WorkerScale and the methods after
+// it). If a communication step fails,
 // the error names the step and the rank; buf is then unspecified, and the
 // errors in st may be half updated (call st.Reset on every rank to start the
 // error feedback afresh).
@@ -44,8 +47,9 @@ func CompressedAllReduce(ctx context.Context, c Comm, buf []float32, st *State) 
 	if err := check(c, buf, st); err != nil {
 		return err
 	}
+	st.rank, st.last = c.Rank(), false
 	if st.padded == 0 {
-		return nil
+		return nil // nothing to compress: no scales, no last step
 	}
 	k := st.k()
 	p, rank := st.world, c.Rank()
@@ -86,6 +90,7 @@ func CompressedAllReduce(ctx context.Context, c Comm, buf []float32, st *State) 
 		lo, hi := min(j*chunk, st.n), min((j+1)*chunk, st.n)
 		k.Decompress(buf[lo:hi], st.gathered[j*cb:(j+1)*cb], st.sscales[j])
 	}
+	st.last = true
 	return nil
 }
 
@@ -110,6 +115,9 @@ func check(c Comm, buf []float32, st *State) error {
 			ErrSize, c.Rank(), c.Size(), st.world)
 	case c.Rank() < 0 || c.Rank() >= c.Size():
 		return fmt.Errorf("onebit: compressed allreduce: rank %d out of range [0,%d)", c.Rank(), c.Size())
+	case st.rank >= 0 && c.Rank() != st.rank:
+		return fmt.Errorf("%w: compressed allreduce rank %d: State holds the errors of rank %d (Reset it first)",
+			ErrSize, c.Rank(), st.rank)
 	}
 	return nil
 }
