@@ -1,0 +1,370 @@
+package kernels_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/goccl/goccl/kernels"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// The emulator tests run the kernels' own CUDA source on the CPU: emu/
+// driver.cc compiled with clang++ and emu/cuda_host.h (see emu/README.md),
+// checked against the host references reduceop.Apply and reduceop.Scale
+// and the onebit loops documented on kernels.OneBit*.
+
+// emulator is a running emu/driver.cc.
+type emulator struct {
+	in  io.WriteCloser
+	w   *bufio.Writer
+	r   *bufio.Reader
+	cmd *exec.Cmd
+}
+
+// startEmulator builds the driver into a temporary directory and starts
+// it. Without clang++ it skips, unless CI=true, where it fails: CI must
+// run the kernels.
+func startEmulator(t *testing.T) *emulator {
+	t.Helper()
+	cxx := os.Getenv("CLANGXX")
+	if cxx == "" {
+		cxx = "clang++"
+	}
+	if _, err := exec.LookPath(cxx); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is missing: the kernel emulator cannot run (install clang, or set CLANGXX)", cxx)
+		}
+		t.Skipf("skipping the kernel emulator: %s not found (install clang, or set CLANGXX)", cxx)
+	}
+	bin := filepath.Join(t.TempDir(), "driver")
+	build := exec.Command(cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-Wall", "-Werror",
+		"-include", filepath.Join("emu", "cuda_host.h"), filepath.Join("emu", "driver.cc"), "-o", bin)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the emulator: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the emulator: %v", err)
+	}
+	e := &emulator{in: in, w: bufio.NewWriterSize(in, 1<<16), r: bufio.NewReaderSize(out, 1<<16), cmd: cmd}
+	t.Cleanup(func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("emulator exit: %v", err)
+		}
+	})
+	return e
+}
+
+// ebuf is a kernel buffer placed off bytes past a 64-byte boundary.
+type ebuf struct {
+	off  int
+	data []byte
+}
+
+// earg is a kernel argument: buffer number buf, or the scalar val.
+type earg struct {
+	buf   int
+	val   uint64
+	isBuf bool
+}
+
+func bufArg(i int) earg         { return earg{buf: i, isBuf: true} }
+func valArg(v uint64) earg      { return earg{val: v} }
+func u32s(v uint32) []byte      { return binary.LittleEndian.AppendUint32(nil, v) }
+func f32Bytes(f float32) []byte { return u32s(math.Float32bits(f)) }
+
+// run launches kernel name on grid blocks and returns the buffers'
+// contents afterwards. The driver fails the launch when a kernel writes
+// within 64 bytes outside a buffer, or when threads deadlock.
+func (e *emulator) run(t *testing.T, name string, grid int, bufs []ebuf, args ...earg) [][]byte {
+	t.Helper()
+	le := binary.LittleEndian
+	var req []byte
+	req = le.AppendUint32(req, uint32(len(name)))
+	req = append(req, name...)
+	req = le.AppendUint32(req, uint32(grid))
+	req = le.AppendUint32(req, uint32(len(bufs)))
+	for _, b := range bufs {
+		req = le.AppendUint32(req, uint32(b.off))
+		req = le.AppendUint64(req, uint64(len(b.data)))
+		req = append(req, b.data...)
+	}
+	req = le.AppendUint32(req, uint32(len(args)))
+	for _, a := range args {
+		if a.isBuf {
+			req = le.AppendUint32(req, 0)
+			req = le.AppendUint64(req, uint64(a.buf))
+		} else {
+			req = le.AppendUint32(req, 1)
+			req = le.AppendUint64(req, a.val)
+		}
+	}
+	if _, err := e.w.Write(req); err != nil {
+		t.Fatalf("%s: writing to the emulator: %v", name, err)
+	}
+	if err := e.w.Flush(); err != nil {
+		t.Fatalf("%s: writing to the emulator: %v", name, err)
+	}
+	var status uint32
+	if err := binary.Read(e.r, le, &status); err != nil {
+		t.Fatalf("%s: reading from the emulator: %v", name, err)
+	}
+	if status != 0 {
+		var n uint32
+		if err := binary.Read(e.r, le, &n); err != nil {
+			t.Fatalf("%s: reading from the emulator: %v", name, err)
+		}
+		msg := make([]byte, n)
+		if _, err := io.ReadFull(e.r, msg); err != nil {
+			t.Fatalf("%s: reading from the emulator: %v", name, err)
+		}
+		t.Fatalf("emulated launch of %s on %d blocks failed: %s", name, grid, msg)
+	}
+	res := make([][]byte, len(bufs))
+	for i, b := range bufs {
+		res[i] = make([]byte, len(b.data))
+		if _, err := io.ReadFull(e.r, res[i]); err != nil {
+			t.Fatalf("%s: reading from the emulator: %v", name, err)
+		}
+	}
+	return res
+}
+
+// The element counts every kernel is run at; emuLarge more rarely.
+var emuCounts = []int{0, 1, 7, 8, 31, 32, 33, 4095, 4096, 4097}
+
+const emuLarge = 1 << 20
+
+// grids returns the launch grids for work of the given number of items
+// (one a thread): one block, as many as device/cuda would launch on a
+// big enough GPU, and more blocks than there is work.
+func grids(items int) []int {
+	exact := max(1, (items+kernels.BlockSize-1)/kernels.BlockSize)
+	return slices.Compact([]int{1, exact, 2*exact + 3})
+}
+
+// randFloat32Bits returns random float32 bits: mostly numbers within a few
+// orders of magnitude of 1 (so sums and products stay interesting), and
+// one in eight a special: NaN, ±0, ±Inf, a subnormal, the largest finite.
+func randFloat32Bits(r *rand.Rand) uint32 {
+	sign := r.Uint32() & 0x80000000
+	switch r.IntN(64) {
+	case 0:
+		return 0x7fc00000 | r.Uint32()&0x3fffff | sign // quiet NaN, random payload
+	case 1:
+		return 0x7f800001 | sign // signalling NaN
+	case 2, 3:
+		return sign // ±0
+	case 4:
+		return 0x7f800000 | sign // ±Inf
+	case 5, 6:
+		return r.Uint32()&0x7fffff | sign // subnormal (or zero)
+	case 7:
+		return 0x7f7fffff | sign
+	case 8:
+		return r.Uint32() // anything
+	}
+	exp := uint32(127 - 12 + r.IntN(25))
+	return sign | exp<<23 | r.Uint32()&0x7fffff
+}
+
+func randFloat64Bits(r *rand.Rand) uint64 {
+	sign := r.Uint64() & (1 << 63)
+	switch r.IntN(64) {
+	case 0:
+		return 0x7ff8000000000000 | r.Uint64()&0x7ffffffffffff | sign
+	case 1:
+		return 0x7ff0000000000001 | sign
+	case 2, 3:
+		return sign
+	case 4:
+		return 0x7ff0000000000000 | sign
+	case 5, 6:
+		return r.Uint64()&0xfffffffffffff | sign
+	case 7:
+		return 0x7fefffffffffffff | sign
+	case 8:
+		return r.Uint64()
+	}
+	exp := uint64(1023 - 12 + r.IntN(25))
+	return sign | exp<<52 | r.Uint64()&0xfffffffffffff
+}
+
+func randF16Bits(r *rand.Rand) uint16 {
+	sign := uint16(r.Uint32()) & 0x8000
+	switch r.IntN(64) {
+	case 0:
+		return 0x7e00 | uint16(r.Uint32())&0x1ff | sign
+	case 1:
+		return 0x7c01 | sign
+	case 2, 3:
+		return sign
+	case 4:
+		return 0x7c00 | sign
+	case 5, 6:
+		return uint16(r.Uint32())&0x3ff | sign
+	case 7:
+		return 0x7bff | sign
+	case 8:
+		return uint16(r.Uint32())
+	}
+	exp := uint16(15 - 6 + r.IntN(13))
+	return sign | exp<<10 | uint16(r.Uint32())&0x3ff
+}
+
+// randElems returns n random elements of dt as bytes.
+func randElems(r *rand.Rand, dt reduceop.DType, n int) []byte {
+	le := binary.LittleEndian
+	b := make([]byte, 0, n*dt.Size())
+	for range n {
+		switch dt {
+		case reduceop.Float32:
+			b = le.AppendUint32(b, randFloat32Bits(r))
+		case reduceop.Float64:
+			b = le.AppendUint64(b, randFloat64Bits(r))
+		case reduceop.Float16:
+			b = le.AppendUint16(b, randF16Bits(r))
+		case reduceop.BFloat16:
+			b = le.AppendUint16(b, uint16(randFloat32Bits(r)>>16))
+		default:
+			for range dt.Size() {
+				b = append(b, byte(r.Uint32()))
+			}
+		}
+	}
+	return b
+}
+
+// isNaN reports whether element i of the dt buffer b is a NaN.
+func isNaN(dt reduceop.DType, b []byte, i int) bool {
+	le := binary.LittleEndian
+	switch dt {
+	case reduceop.Float32:
+		return le.Uint32(b[4*i:])&0x7fffffff > 0x7f800000
+	case reduceop.Float64:
+		return le.Uint64(b[8*i:])&(1<<63-1) > 0x7ff0000000000000
+	case reduceop.Float16:
+		return le.Uint16(b[2*i:])&0x7fff > 0x7c00
+	case reduceop.BFloat16:
+		return le.Uint16(b[2*i:])&0x7fff > 0x7f80
+	}
+	return false
+}
+
+// diffElems returns a description of the first element where got differs
+// from want: bits must be equal, except that a NaN matches any NaN (its
+// payload is the hardware's business).
+func diffElems(dt reduceop.DType, got, want []byte) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d bytes, want %d", len(got), len(want))
+	}
+	sz := dt.Size()
+	for i := 0; i < len(want)/sz; i++ {
+		g, w := got[i*sz:(i+1)*sz], want[i*sz:(i+1)*sz]
+		if string(g) == string(w) || (isNaN(dt, got, i) && isNaN(dt, want, i)) {
+			continue
+		}
+		return fmt.Sprintf("element %d of %d = % x, want % x", i, len(want)/sz, g, w)
+	}
+	return ""
+}
+
+func TestEmulator(t *testing.T) {
+	e := startEmulator(t)
+
+	t.Run("EntryPoints", func(t *testing.T) {
+		out, err := exec.Command(e.cmd.Path, "-list").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Fields(string(out))
+		want := kernels.EntryPoints()
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("driver -list = %v,\nkernels.EntryPoints() = %v", got, want)
+		}
+	})
+	t.Run("Reduce", func(t *testing.T) { testEmuReduce(t, e) })
+}
+
+// offsetPairs returns the (dst, src) byte offsets to place buffers of
+// elements of size sz at: every multiple of sz in 0..15 for both together,
+// and each against 0 (which differ in alignment and take the scalar path).
+func offsetPairs(sz int) [][2]int {
+	var p [][2]int
+	for o := 0; o < 16; o += sz {
+		p = append(p, [2]int{o, o})
+		if o != 0 {
+			p = append(p, [2]int{o, 0}, [2]int{0, o})
+		}
+	}
+	return p
+}
+
+func testEmuReduce(t *testing.T, e *emulator) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, dt := range reduceop.DTypes {
+		for _, op := range reduceop.Ops {
+			if op == reduceop.Avg || reduceop.Check(op, dt) != nil {
+				continue
+			}
+			name, err := kernels.ReduceKernelName(dt, op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sz := dt.Size()
+			for _, n := range append(slices.Clone(emuCounts), emuLarge) {
+				vec := (n*sz + 15) / 16
+				offs := offsetPairs(sz)
+				gs := grids(vec + 1)
+				if n == emuLarge {
+					offs = [][2]int{{0, 0}, {sz, sz}}
+					gs = []int{gs[1]}
+				} else if op != reduceop.Sum {
+					// The element loop is the same for every op: the full
+					// sweep of offsets runs for sum, the others check the
+					// arithmetic at two alignments.
+					offs = [][2]int{{0, 0}, {sz, sz}}
+				}
+				for _, off := range offs {
+					for _, g := range gs {
+						dst, src := randElems(r, dt, n), randElems(r, dt, n)
+						want := slices.Clone(dst)
+						if err := reduceop.Apply(dt, op, want, slices.Clone(src)); err != nil {
+							t.Fatal(err)
+						}
+						res := e.run(t, name, g, []ebuf{{off[0], dst}, {off[1], src}},
+							bufArg(0), bufArg(1), valArg(uint64(n)))
+						if d := diffElems(dt, res[0], want); d != "" {
+							t.Fatalf("%s n=%d offsets %v grid %d: dst %s", name, n, off, g, d)
+						}
+						if string(res[1]) != string(src) {
+							t.Fatalf("%s n=%d offsets %v grid %d: src changed", name, n, off, g)
+						}
+					}
+				}
+			}
+		}
+	}
+}
