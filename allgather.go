@@ -39,6 +39,25 @@ func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) 
 	for _, n := range counts[:c.rank] {
 		off += n * esz
 	}
+	if rv.dev != nil && sv.dev != nil {
+		k.chunk = devChunk
+		k.run = func(ctx context.Context) error {
+			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, buf []byte) error {
+				send, err := dp.stand(sv.dev, 0, sv.bytes())
+				if err != nil {
+					return err
+				}
+				if err := dp.Copy(buf[off:off+sv.bytes()], send); err != nil {
+					return err
+				}
+				if c.Size() > 1 && len(buf) > 0 {
+					return fn(ctx, dp, buf, counts)
+				}
+				return nil
+			})
+		}
+		return k, nil
+	}
 	k.run = func(ctx context.Context) error {
 		s, err := c.stage(ctx, rv, false)
 		if err != nil {

@@ -32,6 +32,18 @@ func (c *Comm) broadcast(buf any, root int) (*call, error) {
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, 0, root)
 	p := c.peers(k, v.dt, nil)
 	isRoot := c.rank == root
+	if v.dev != nil {
+		k.chunk = devChunk
+		k.run = func(ctx context.Context) error {
+			return c.onDevice(ctx, p, v, 0, func(dp *devPeers, buf []byte) error {
+				if c.Size() > 1 && len(buf) > 0 {
+					return fn(ctx, dp, buf, root)
+				}
+				return nil
+			})
+		}
+		return k, nil
+	}
 	k.run = func(ctx context.Context) error {
 		s, err := c.stage(ctx, v, isRoot)
 		if err != nil {
@@ -76,6 +88,36 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, root)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	isRoot := c.rank == root
+	if v.dev != nil {
+		k.chunk = devChunk
+		k.run = func(ctx context.Context) error {
+			return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
+				if c.Size() == 1 || len(buf) == 0 {
+					return nil // Avg over one rank divides by 1
+				}
+				if isRoot {
+					if err := fn(ctx, dp, buf, root); err != nil {
+						return err
+					}
+					if op == reduceop.Avg {
+						return dp.scale(buf, c.Size())
+					}
+					return nil
+				}
+				// As on the host: a non-root works on a copy.
+				work := dp.GetScratch(len(buf))
+				if err := dp.Copy(work, buf); err != nil {
+					return err
+				}
+				if err := fn(ctx, dp, work, root); err != nil {
+					return err
+				}
+				dp.PutScratch(work)
+				return nil
+			})
+		}
+		return k, nil
+	}
 	k.run = func(ctx context.Context) error {
 		// The algorithm uses a non-root's buffer as scratch, so non-roots
 		// work on a copy.

@@ -49,6 +49,40 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 	for _, n := range counts[:c.rank] {
 		off += n * esz
 	}
+	if len(parts) == 1 && parts[0].dev != nil && rv.dev != nil {
+		k.chunk = devChunk
+		sv := parts[0]
+		k.run = func(ctx context.Context) error {
+			return c.onDevice(ctx, p, rv, op, func(dp *devPeers, recv []byte) error {
+				send, err := dp.stand(sv.dev, 0, sv.bytes())
+				if err != nil {
+					return err
+				}
+				// The algorithm overwrites its buffer: it works on a copy.
+				work := dp.GetScratch(len(send))
+				if err := dp.Copy(work, send); err != nil {
+					return err
+				}
+				if c.Size() > 1 && len(work) > 0 {
+					if err := fn(ctx, dp, work, counts); err != nil {
+						return err
+					}
+				}
+				mine := work[off : off+rv.bytes()]
+				if op == reduceop.Avg {
+					if err := dp.scale(mine, c.Size()); err != nil {
+						return err
+					}
+				}
+				if err := dp.Copy(recv, mine); err != nil {
+					return err
+				}
+				dp.PutScratch(work)
+				return nil
+			})
+		}
+		return k, nil
+	}
 	k.run = func(ctx context.Context) error {
 		work := scratch.Get(total * esz)
 		defer scratch.Put(work)
