@@ -115,11 +115,35 @@ template <class S> struct Vec<S, 8> {
   }
 };
 
+// Splitting [0, n) for the vector loops: the head is the elements before
+// the buffer's first 16-byte boundary, the body the whole 16-byte vectors
+// after it, the tail what is left. head_elems returns the head's length, or
+// n (no body) when p is not a whole number of elements past a 16-byte
+// boundary (a misaligned element pointer, which only the scalar loop can
+// take).
+template <class S>
+static __device__ __forceinline__ u64 head_elems(const void *p, u64 n) {
+  const u64 mis = (u64)p & 15;
+  if (mis % sizeof(S) != 0) return n;
+  const u64 h = ((16 - mis) & 15) / sizeof(S);
+  return h < n ? h : n;
+}
+
+// rest_index maps the j-th element that the scalar loop handles (head
+// first, then tail) to its index: the body, [head, head+body), is skipped.
+static __device__ __forceinline__ u64 rest_index(u64 j, u64 head, u64 body) {
+  return j < head ? j : j + body;
+}
+
 // apply2 runs dst[i] = F(dst[i], src[i]) for i in [0, n) over the whole grid
-// (grid-stride loop). When both pointers are 16-byte aligned the body moves
-// 16 bytes per load and store (coalesced across the warp), and the n % (16 /
-// sizeof(S)) elements left over go through the scalar loop; unaligned buffers
-// take the scalar loop throughout.
+// (grid-stride loops). When dst and src lie at the same distance from a
+// 16-byte boundary, the body moves 16 bytes per load and store (coalesced
+// across the warp), and only the head (before dst's first boundary) and the
+// tail (after the last whole vector) go through the scalar loop: at most
+// 2 * (16 / sizeof(S) - 1) elements. When their distances differ no vector
+// load can serve both, and the whole buffer takes the scalar loop (still
+// coalesced, element by element); device allocations are 256-byte aligned,
+// so that is only for sub-buffers cut at odd offsets.
 template <class D, class F>
 static __device__ __forceinline__ void apply2(typename D::S *__restrict__ dst,
                                               const typename D::S *__restrict__ src,
@@ -128,13 +152,14 @@ static __device__ __forceinline__ void apply2(typename D::S *__restrict__ dst,
   const int V = 16 / sizeof(S);
   const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
-  u64 done = 0;
-  if (aligned16(dst) && aligned16(src)) {
-    const u64 nv = n / V;
+  u64 head = n, body = 0;
+  if (((u64)dst & 15) == ((u64)src & 15)) {
+    head = head_elems<S>(dst, n);
+    const u64 nv = (n - head) / V;
     typedef Vec<S> L;
     typedef typename L::T VT;
-    VT *dv = (VT *)dst;
-    const VT *sv = (const VT *)src;
+    VT *dv = (VT *)(dst + head);
+    const VT *sv = (const VT *)(src + head);
     for (u64 i = tid; i < nv; i += stride) {
       const VT a = dv[i], b = sv[i];
       VT r = a;
@@ -144,14 +169,16 @@ static __device__ __forceinline__ void apply2(typename D::S *__restrict__ dst,
       }
       dv[i] = r;
     }
-    done = nv * V;
+    body = nv * V;
   }
-  for (u64 i = done + tid; i < n; i += stride) {
+  for (u64 j = tid; j < n - body; j += stride) {
+    const u64 i = rest_index(j, head, body);
     dst[i] = D::store(f(D::load(dst[i]), D::load(src[i])));
   }
 }
 
-// apply1 runs x[i] = F(x[i]) for i in [0, n), laid out as apply2.
+// apply1 runs x[i] = F(x[i]) for i in [0, n), laid out as apply2; with one
+// buffer, the body is vectorised at any element-aligned start.
 template <class D, class F>
 static __device__ __forceinline__ void apply1(typename D::S *__restrict__ x,
                                               u64 n, F f) {
@@ -159,24 +186,23 @@ static __device__ __forceinline__ void apply1(typename D::S *__restrict__ x,
   const int V = 16 / sizeof(S);
   const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
-  u64 done = 0;
-  if (aligned16(x)) {
-    const u64 nv = n / V;
-    typedef Vec<S> L;
-    typedef typename L::T VT;
-    VT *xv = (VT *)x;
-    for (u64 i = tid; i < nv; i += stride) {
-      const VT a = xv[i];
-      VT r = a;
+  const u64 head = head_elems<S>(x, n);
+  const u64 nv = (n - head) / V;
+  typedef Vec<S> L;
+  typedef typename L::T VT;
+  VT *xv = (VT *)(x + head);
+  for (u64 i = tid; i < nv; i += stride) {
+    const VT a = xv[i];
+    VT r = a;
 #pragma unroll
-      for (int k = 0; k < V; k++) {
-        L::set_lane(r, k, D::store(f(D::load(L::lane(a, k)))));
-      }
-      xv[i] = r;
+    for (int k = 0; k < V; k++) {
+      L::set_lane(r, k, D::store(f(D::load(L::lane(a, k)))));
     }
-    done = nv * V;
+    xv[i] = r;
   }
-  for (u64 i = done + tid; i < n; i += stride) {
+  const u64 body = nv * V;
+  for (u64 j = tid; j < n - body; j += stride) {
+    const u64 i = rest_index(j, head, body);
     x[i] = D::store(f(D::load(x[i])));
   }
 }

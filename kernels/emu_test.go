@@ -306,6 +306,7 @@ func TestEmulator(t *testing.T) {
 		}
 	})
 	t.Run("Reduce", func(t *testing.T) { testEmuReduce(t, e) })
+	t.Run("Scale", func(t *testing.T) { testEmuScale(t, e) })
 }
 
 // offsetPairs returns the (dst, src) byte offsets to place buffers of
@@ -362,6 +363,42 @@ func testEmuReduce(t *testing.T, e *emulator) {
 						if string(res[1]) != string(src) {
 							t.Fatalf("%s n=%d offsets %v grid %d: src changed", name, n, off, g)
 						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func testEmuScale(t *testing.T, e *emulator) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range reduceop.DTypes {
+		name, err := kernels.ScaleKernelName(dt)
+		if err != nil {
+			continue
+		}
+		sz := dt.Size()
+		for _, n := range append(slices.Clone(emuCounts), emuLarge) {
+			vec := (n*sz + 15) / 16
+			gs := grids(vec + 1)
+			offs := []int{}
+			for o := 0; o < 16; o += sz {
+				offs = append(offs, o)
+			}
+			if n == emuLarge {
+				offs, gs = []int{0, sz}, []int{gs[1]}
+			}
+			for _, off := range offs {
+				for _, g := range gs {
+					div := 1 + r.IntN(9)
+					x := randElems(r, dt, n)
+					want := slices.Clone(x)
+					if err := reduceop.Scale(dt, want, div); err != nil {
+						t.Fatal(err)
+					}
+					res := e.run(t, name, g, []ebuf{{off, x}}, bufArg(0), valArg(uint64(n)), valArg(uint64(div)))
+					if d := diffElems(dt, res[0], want); d != "" {
+						t.Fatalf("%s n=%d /%d offset %d grid %d: %s", name, n, div, off, g, d)
 					}
 				}
 			}
