@@ -3,10 +3,11 @@
 package cuda
 
 import (
-	"fmt"
 	"unsafe"
 
 	"gorgonia.org/cu"
+
+	"github.com/goccl/goccl/device"
 
 	"github.com/goccl/goccl/kernels"
 	"github.com/goccl/goccl/reduceop"
@@ -15,44 +16,55 @@ import (
 // The 1-bit steps. The methods on host slices (CompensateNorm, PackUpdate,
 // AccumulateSigns, Decompress) are those of onebit.Kernel, with its doc
 // comments' loops as their contract; like that interface they return no
-// error, so they panic if the device fails. The *Device variants work on
-// device-resident float32 (and uint8 for bits) Buffers and return errors.
+// error, so they panic if the device fails. The methods ending in On work
+// on device-resident Buffers, enqueued on a Stream: the scale stays on the
+// device, in a float32 Buffer that CompensateNormOn writes and the other
+// steps read, so a whole compression runs without the host:
+//
+//	k.CompensateNormOn(s, errBuf, grad, nil, scale) // errBuf += grad; scale = rms(errBuf)
+//	k.PackUpdateOn(s, bits, errBuf, scale)          // bits = signs; errBuf -= ±scale
+//	... exchange bits and scale ...
+//	k.AccumulateSignsOn(s, out, bits, scale)        // out += ±scale
 
-// scratch addresses: g float64 partials, the float64 sum of squares, the
-// float32 scale.
-func (c *Context) partials() cu.DevicePtr { return c.scratch }
-func (c *Context) ssPtr() cu.DevicePtr    { return c.scratch + cu.DevicePtr(8*c.maxGrid) }
-func (c *Context) scalePtr() cu.DevicePtr { return c.scratch + cu.DevicePtr(8*c.maxGrid+8) }
-
-// compensateNorm runs err[:nx] += x[:nx] and returns sum(err[:n]^2). Call
-// inside do with k.mu held.
-func (k *Kernel) compensateNorm(err, x cu.DevicePtr, nx, n int) (float64, error) {
-	c := k.c
-	g := c.grid((n + 3) / 4)
-	if e := c.launch(cu.Stream{}, kernels.OneBitCompensateSumSq, g, uint64(err), uint64(x), uint64(nx), uint64(n), uint64(c.partials())); e != nil {
-		return 0, e
+// scratchMem returns the stream's 1-bit scratch memory: the partial sums of
+// CompensateNormOn's first kernel, one float64 per block of the largest
+// grid it launches, then one float64 for a sum of squares nobody asked for.
+// Work on one stream runs in order, so one scratch per stream suffices.
+// Call inside do.
+func (s *Stream) scratchMem() (partials, ss cu.DevicePtr, err error) {
+	parts := s.c.maxParts()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scratch == 0 {
+		if s.scratch, err = cu.MemAlloc(int64(8*parts + 8)); err != nil {
+			return 0, 0, err
+		}
 	}
-	if e := c.launch(cu.Stream{}, kernels.OneBitFinish, 1, uint64(c.partials()), uint64(g), uint64(n), uint64(c.ssPtr()), uint64(c.scalePtr())); e != nil {
-		return 0, e
-	}
-	var ss float64
-	e := cu.MemcpyDtoH(unsafe.Pointer(&ss), c.ssPtr(), 8)
-	return ss, e
+	return s.scratch, s.scratch + cu.DevicePtr(8*parts), nil
 }
 
-// signs launches one of the kernels taking (dst-ish, bits, n, scale) after
-// storing scale on the device. Call inside do with k.mu held.
-func (k *Kernel) signs(name string, first, second cu.DevicePtr, n int, scale float32) error {
-	if err := cu.MemcpyHtoD(k.c.scalePtr(), unsafe.Pointer(&scale), 4); err != nil {
-		return err
-	}
-	return k.c.launch(cu.Stream{}, name, k.c.grid((n+7)/8), uint64(first), uint64(second), uint64(n), uint64(k.c.scalePtr()))
+// maxParts is the largest grid CompensateNorm's first kernel is launched
+// with.
+func (c *Context) maxParts() int {
+	return gridSize(1<<62, c.sms, c.active[kernels.OneBitCompensateSumSq])
 }
 
-func must(op string, err error) {
-	if err != nil {
-		panic(fmt.Sprintf("goccl: cuda: onebit %s: %v", op, err))
+// compensateNorm enqueues on s: err[:nx] += x[:nx], *ss = sum(err[:n]^2),
+// *scale = float32(sqrt(*ss)) / float32(sqrt(n)); ss 0 means the stream's
+// scratch. n > 0. Call inside do.
+func (c *Context) compensateNorm(s *Stream, err, x cu.DevicePtr, nx, n int, ss, scale cu.DevicePtr) error {
+	partials, scratchSS, e := s.scratchMem()
+	if e != nil {
+		return e
 	}
+	if ss == 0 {
+		ss = scratchSS
+	}
+	g := c.grid(kernels.OneBitCompensateSumSq, (n+3)/4)
+	if e := c.launchGrid(s.s, kernels.OneBitCompensateSumSq, g, uint64(err), uint64(x), uint64(nx), uint64(n), uint64(partials)); e != nil {
+		return e
+	}
+	return c.launchGrid(s.s, kernels.OneBitFinish, 1, uint64(partials), uint64(g), uint64(n), uint64(ss), uint64(scale))
 }
 
 // CompensateNorm adds x into err and returns the sum of squares of err:
@@ -70,24 +82,24 @@ func (k *Kernel) CompensateNorm(err, x []float32) float64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var ss float64
-	must("compensate", k.c.do("onebit compensate", func() error {
-		nb := 4 * len(err)
-		if e := k.stage(nb); e != nil {
-			return e
-		}
-		if e := cu.MemcpyHtoD(k.a, unsafe.Pointer(&err[0]), int64(nb)); e != nil {
+	nb := 4 * len(err)
+	must("compensate", k.staged("onebit compensate", nb, func() error {
+		s := k.s.s
+		if e := cu.MemcpyHtoDAsync(k.a, unsafe.Pointer(&err[0]), int64(nb), s); e != nil {
 			return e
 		}
 		if len(x) > 0 {
-			if e := cu.MemcpyHtoD(k.b, unsafe.Pointer(&x[0]), int64(4*len(x))); e != nil {
+			if e := cu.MemcpyHtoDAsync(k.b, unsafe.Pointer(&x[0]), int64(4*len(x)), s); e != nil {
 				return e
 			}
 		}
-		var e error
-		if ss, e = k.compensateNorm(k.a, k.b, len(x), len(err)); e != nil {
+		if e := k.c.compensateNorm(k.s, k.a, k.b, len(x), len(err), k.one, k.one+8); e != nil {
 			return e
 		}
-		return cu.MemcpyDtoH(unsafe.Pointer(&err[0]), k.a, int64(nb))
+		if e := cu.MemcpyDtoHAsync(unsafe.Pointer(&err[0]), k.a, int64(nb), s); e != nil {
+			return e
+		}
+		return cu.MemcpyDtoHAsync(unsafe.Pointer(&ss), k.one, 8, s)
 	}))
 	return ss
 }
@@ -108,20 +120,21 @@ func (k *Kernel) PackUpdate(bits []uint8, err []float32, scale float32) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	must("pack", k.c.do("onebit pack", func() error {
-		if e := k.stage(4 * len(err)); e != nil {
+	must("pack", k.staged("onebit pack", 4*len(err), func() error {
+		s := k.s.s
+		if e := cu.MemcpyHtoDAsync(k.one+8, unsafe.Pointer(&scale), 4, s); e != nil {
 			return e
 		}
-		if e := cu.MemcpyHtoD(k.a, unsafe.Pointer(&err[0]), int64(4*len(err))); e != nil {
+		if e := cu.MemcpyHtoDAsync(k.a, unsafe.Pointer(&err[0]), int64(4*len(err)), s); e != nil {
 			return e
 		}
-		if e := k.signs(kernels.OneBitPackUpdate, k.b, k.a, len(err), scale); e != nil {
+		if e := k.c.launch(s, kernels.OneBitPackUpdate, nb, uint64(k.b), uint64(k.a), uint64(len(err)), uint64(k.one+8)); e != nil {
 			return e
 		}
-		if e := cu.MemcpyDtoH(unsafe.Pointer(&err[0]), k.a, int64(4*len(err))); e != nil {
+		if e := cu.MemcpyDtoHAsync(unsafe.Pointer(&err[0]), k.a, int64(4*len(err)), s); e != nil {
 			return e
 		}
-		return cu.MemcpyDtoH(unsafe.Pointer(&bits[0]), k.b, int64(nb))
+		return cu.MemcpyDtoHAsync(unsafe.Pointer(&bits[0]), k.b, int64(nb), s)
 	}))
 }
 
@@ -149,97 +162,153 @@ func (k *Kernel) unpackHost(op, name string, dst []float32, bits []uint8, scale 
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	must(op, k.c.do("onebit "+op, func() error {
-		if e := k.stage(4 * len(dst)); e != nil {
+	must(op, k.staged("onebit "+op, 4*len(dst), func() error {
+		s := k.s.s
+		if e := cu.MemcpyHtoDAsync(k.one+8, unsafe.Pointer(&scale), 4, s); e != nil {
 			return e
 		}
 		if load {
-			if e := cu.MemcpyHtoD(k.a, unsafe.Pointer(&dst[0]), int64(4*len(dst))); e != nil {
+			if e := cu.MemcpyHtoDAsync(k.a, unsafe.Pointer(&dst[0]), int64(4*len(dst)), s); e != nil {
 				return e
 			}
 		}
-		if e := cu.MemcpyHtoD(k.b, unsafe.Pointer(&bits[0]), int64(nb)); e != nil {
+		if e := cu.MemcpyHtoDAsync(k.b, unsafe.Pointer(&bits[0]), int64(nb), s); e != nil {
 			return e
 		}
-		if e := k.signs(name, k.a, k.b, len(dst), scale); e != nil {
+		if e := k.c.launch(s, name, nb, uint64(k.a), uint64(k.b), uint64(len(dst)), uint64(k.one+8)); e != nil {
 			return e
 		}
-		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), k.a, int64(4*len(dst)))
+		return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), k.a, int64(4*len(dst)), s)
 	}))
 }
 
-func checkOneBit(op string, f32 *Buffer, bits *Buffer) error {
-	if f32.dt != reduceop.Float32 {
-		return fmt.Errorf("goccl: cuda: onebit %s: buffer is %v, want float32", op, f32.dt)
-	}
-	if bits != nil && (bits.dt != reduceop.Uint8 || bits.n < (f32.n+7)/8) {
-		return fmt.Errorf("goccl: cuda: onebit %s: bits is %d x %v, want at least %d x uint8", op, bits.n, bits.dt, (f32.n+7)/8)
-	}
-	return nil
+// oneBit is the checked arguments of a 1-bit step on a stream.
+type oneBit struct {
+	s                *Stream
+	f32, bits, scale *Buffer
 }
 
-// CompensateNormDevice is CompensateNorm on device buffers (x may be shorter
-// than err, or nil).
-func (k *Kernel) CompensateNormDevice(err, x *Buffer) (float64, error) {
-	if e := checkOneBit("compensate", err, nil); e != nil {
-		return 0, e
+// oneBitArgs checks the arguments of a 1-bit step on a stream: s a stream
+// of k's context, f32 a float32 Buffer of it, bits (when wantBits) a uint8
+// Buffer of it with a bit for each element of f32, and scale a float32
+// Buffer of it with at least one element (the scale is element 0).
+func (k *Kernel) oneBitArgs(op string, s device.Stream, f32 device.Buffer, what string, bits device.Buffer, wantBits bool, scale device.Buffer) (a oneBit, err error) {
+	c := k.c
+	if a.s, err = c.stream(op, s); err != nil {
+		return a, err
+	}
+	if a.f32, err = c.buffer(op, what, f32); err != nil {
+		return a, err
+	}
+	bitsDT, bitsLen := reduceop.Uint8, -1
+	if wantBits {
+		if a.bits, err = c.buffer(op, "bits", bits); err != nil {
+			return a, err
+		}
+		bitsDT, bitsLen = a.bits.dt, a.bits.n
+	}
+	if err := checkOneBit(op, what, a.f32.dt, bitsDT, bitsLen, a.f32.n); err != nil {
+		return a, err
+	}
+	if a.scale, err = c.buffer(op, "scale", scale); err != nil {
+		return a, err
+	}
+	if a.scale.dt != reduceop.Float32 || a.scale.n < 1 {
+		return a, invalid(op, "scale is %d x %v, want at least 1 x float32", a.scale.n, a.scale.dt)
+	}
+	return a, nil
+}
+
+// CompensateNormOn enqueues on s, for err and x float32 Buffers (x may be
+// shorter than err, or absent: nil), ss a float64 Buffer or nil, and scale
+// a float32 Buffer:
+//
+//	for i := range x { err[i] += x[i] }
+//	for i := range err { ss[0] += float64(err[i]) * float64(err[i]) } // ss[0] starts at 0
+//	scale[0] = float32(math.Sqrt(ss[0])) / float32(math.Sqrt(float64(len(err))))
+//
+// With err empty nothing is enqueued.
+func (k *Kernel) CompensateNormOn(s device.Stream, err, x, ss, scale device.Buffer) error {
+	const op = "onebit compensate"
+	a, e := k.oneBitArgs(op, s, err, "err", nil, false, scale)
+	if e != nil {
+		return e
 	}
 	var xp cu.DevicePtr
 	nx := 0
-	if x != nil {
-		if e := checkOneBit("compensate", x, nil); e != nil {
-			return 0, e
-		}
-		if x.n > err.n {
-			return 0, fmt.Errorf("goccl: cuda: onebit compensate: x has %d elements, err %d", x.n, err.n)
-		}
-		xp, nx = x.ptr, x.n
-	}
-	if err.n == 0 {
-		return 0, nil
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var ss float64
-	e := k.c.do("onebit compensate", func() (e error) {
-		ss, e = k.compensateNorm(err.ptr, xp, nx, err.n)
-		return e
-	})
-	return ss, e
-}
-
-// PackUpdateDevice is PackUpdate on device buffers.
-func (k *Kernel) PackUpdateDevice(bits, err *Buffer, scale float32) error {
-	return k.signsDevice("pack", kernels.OneBitPackUpdate, bits, err, scale, true)
-}
-
-// AccumulateSignsDevice is AccumulateSigns on device buffers.
-func (k *Kernel) AccumulateSignsDevice(dst, bits *Buffer, scale float32) error {
-	return k.signsDevice("accumulate signs", kernels.OneBitAccumulateSigns, bits, dst, scale, false)
-}
-
-// DecompressDevice is Decompress on device buffers.
-func (k *Kernel) DecompressDevice(dst, bits *Buffer, scale float32) error {
-	return k.signsDevice("decompress", kernels.OneBitDecompress, bits, dst, scale, false)
-}
-
-func (k *Kernel) signsDevice(op, name string, bits, f32 *Buffer, scale float32, bitsFirst bool) error {
-	if e := checkOneBit(op, f32, bits); e != nil {
-		return e
-	}
-	if f32.n == 0 {
-		return nil
-	}
-	first, second := f32.ptr, bits.ptr
-	if bitsFirst {
-		first, second = bits.ptr, f32.ptr
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.c.do("onebit "+op, func() error {
-		if e := k.signs(name, first, second, f32.n, scale); e != nil {
+	if !absent(x) {
+		xb, e := k.c.buffer(op, "x", x)
+		if e != nil {
 			return e
 		}
-		return cu.Synchronize()
+		if e := checkOneBit(op, "x", xb.dt, 0, -1, xb.n); e != nil {
+			return e
+		}
+		if xb.n > a.f32.n {
+			return invalid(op, "x has %d elements, err %d", xb.n, a.f32.n)
+		}
+		xp, nx = xb.ptr, xb.n
+	}
+	var ssp cu.DevicePtr
+	if !absent(ss) {
+		sb, e := k.c.buffer(op, "ss", ss)
+		if e != nil {
+			return e
+		}
+		if sb.dt != reduceop.Float64 || sb.n < 1 {
+			return invalid(op, "ss is %d x %v, want at least 1 x float64", sb.n, sb.dt)
+		}
+		ssp = sb.ptr
+	}
+	if a.f32.n == 0 {
+		return nil
+	}
+	return a.s.enqueue(op, func() error {
+		return k.c.compensateNorm(a.s, a.f32.ptr, xp, nx, a.f32.n, ssp, a.scale.ptr)
+	})
+}
+
+// absent reports whether an optional Buffer argument is left out: nil, or
+// a nil *Buffer.
+func absent(x device.Buffer) bool {
+	b, ok := x.(*Buffer)
+	return x == nil || (ok && b == nil)
+}
+
+// PackUpdateOn enqueues PackUpdate on s for device Buffers: bits (uint8,
+// at least (len(err)+7)/8 bytes, all of which are written), err (float32)
+// and the scale in scale[0] (float32).
+func (k *Kernel) PackUpdateOn(s device.Stream, bits, err, scale device.Buffer) error {
+	const op = "onebit pack"
+	a, e := k.oneBitArgs(op, s, err, "err", bits, true, scale)
+	if e != nil || a.f32.n == 0 {
+		return e
+	}
+	n := a.f32.n
+	return a.s.enqueue(op, func() error {
+		return k.c.launch(a.s.s, kernels.OneBitPackUpdate, (n+7)/8, uint64(a.bits.ptr), uint64(a.f32.ptr), uint64(n), uint64(a.scale.ptr))
+	})
+}
+
+// AccumulateSignsOn enqueues AccumulateSigns on s for device Buffers: dst
+// (float32), bits (uint8) and the scale in scale[0] (float32).
+func (k *Kernel) AccumulateSignsOn(s device.Stream, dst, bits, scale device.Buffer) error {
+	return k.unpackOn("onebit accumulate signs", kernels.OneBitAccumulateSigns, s, dst, bits, scale)
+}
+
+// DecompressOn enqueues Decompress on s for device Buffers: dst (float32),
+// bits (uint8) and the scale in scale[0] (float32).
+func (k *Kernel) DecompressOn(s device.Stream, dst, bits, scale device.Buffer) error {
+	return k.unpackOn("onebit decompress", kernels.OneBitDecompress, s, dst, bits, scale)
+}
+
+func (k *Kernel) unpackOn(op, name string, s device.Stream, dst, bits, scale device.Buffer) error {
+	a, e := k.oneBitArgs(op, s, dst, "dst", bits, true, scale)
+	if e != nil || a.f32.n == 0 {
+		return e
+	}
+	n := a.f32.n
+	return a.s.enqueue(op, func() error {
+		return k.c.launch(a.s.s, name, (n+7)/8, uint64(a.f32.ptr), uint64(a.bits.ptr), uint64(n), uint64(a.scale.ptr))
 	})
 }

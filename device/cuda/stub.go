@@ -7,51 +7,77 @@ import (
 	"errors"
 	"time"
 
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/reduceop"
 )
 
 // This file is the package without the cuda build tag: the same exported API
-// as cuda.go, kernel.go and onebit.go, where every constructor returns
-// ErrNotBuilt, so no value of these types can exist and the methods (which
-// also return ErrNotBuilt, or panic where the signature has no error) are
-// never reached. TestStubMatchesCUDA keeps the two APIs identical.
+// as cuda.go, stream.go, kernel.go and onebit.go, where every constructor
+// returns ErrNotBuilt, so no value of these types can exist and the methods
+// (which also return ErrNotBuilt, or panic where the signature has no error)
+// are never reached. TestStubMatchesCUDA keeps the two APIs identical.
 
 // ErrNotBuilt is returned by every constructor of the stub package built
 // without the cuda tag. With the tag it is never returned.
 var ErrNotBuilt = errors.New("goccl: built without the cuda tag")
 
-// Context is a CUDA context on one device with goccl's kernels loaded.
+var (
+	_ device.Device = (*Context)(nil)
+	_ device.Buffer = (*Buffer)(nil)
+	_ device.Host   = (*Host)(nil)
+	_ device.Stream = (*Stream)(nil)
+	_ device.Event  = (*Event)(nil)
+)
+
+// Context is goccl's state on one device. It implements device.Device.
 type Context struct{}
 
 // OpenLocal opens a Context on LocalDevice(). Without the cuda tag it returns ErrNotBuilt.
 func OpenLocal() (*Context, error) { return nil, ErrNotBuilt }
 
-// Open creates a context on device ordinal. Without the cuda tag it returns ErrNotBuilt.
+// Open opens a Context in the device's primary context. Without the cuda tag it returns ErrNotBuilt.
 func Open(ordinal int) (*Context, error) { return nil, ErrNotBuilt }
 
-// Close frees the context.
+// OpenPrivate opens a Context in a CUDA context of its own. Without the cuda tag it returns ErrNotBuilt.
+func OpenPrivate(ordinal int) (*Context, error) { return nil, ErrNotBuilt }
+
+// Close gives the context back.
 func (c *Context) Close() error { return ErrNotBuilt }
 
-// Device returns the device ordinal.
-func (c *Context) Device() int { return -1 }
+// String names the device.
+func (c *Context) String() string { return "cuda (not built)" }
+
+// Ordinal returns the device ordinal.
+func (c *Context) Ordinal() int { return -1 }
 
 // MultiprocessorCount returns the number of multiprocessors of the device.
 func (c *Context) MultiprocessorCount() int { return 0 }
 
-// Synchronize waits for all work submitted to the context.
-func (c *Context) Synchronize() error { return ErrNotBuilt }
+// Handle returns the CUcontext.
+func (c *Context) Handle() uintptr { return 0 }
 
 // Alloc allocates a device buffer.
-func (c *Context) Alloc(dt reduceop.DType, n int) (*Buffer, error) { return nil, ErrNotBuilt }
+func (c *Context) Alloc(dt reduceop.DType, n int) (device.Buffer, error) { return nil, ErrNotBuilt }
 
-// AllocHost allocates pinned host memory.
-func (c *Context) AllocHost(n int) (*HostBuffer, error) { return nil, ErrNotBuilt }
+// NewBuffer is Alloc with the concrete type.
+func (c *Context) NewBuffer(dt reduceop.DType, n int) (*Buffer, error) { return nil, ErrNotBuilt }
+
+// Wrap returns a Buffer over device memory the caller owns.
+func (c *Context) Wrap(ptr uintptr, dt reduceop.DType, n int) (*Buffer, error) {
+	return nil, ErrNotBuilt
+}
+
+// AllocHost allocates page-locked host memory.
+func (c *Context) AllocHost(n int) (device.Host, error) { return nil, ErrNotBuilt }
 
 // NewStream creates a stream.
-func (c *Context) NewStream() (*Stream, error) { return nil, ErrNotBuilt }
+func (c *Context) NewStream() (device.Stream, error) { return nil, ErrNotBuilt }
+
+// WrapStream returns a Stream over a CUstream the caller owns.
+func (c *Context) WrapStream(s uintptr) (*Stream, error) { return nil, ErrNotBuilt }
 
 // NewEvent creates an event.
-func (c *Context) NewEvent() (*Event, error) { return nil, ErrNotBuilt }
+func (c *Context) NewEvent() (device.Event, error) { return nil, ErrNotBuilt }
 
 // Kernel returns the context's Kernel.
 func (c *Context) Kernel() *Kernel { return nil }
@@ -64,6 +90,9 @@ func (b *Buffer) DType() reduceop.DType { return 0 }
 
 // Len returns the number of elements.
 func (b *Buffer) Len() int { return 0 }
+
+// Device returns the Context the buffer belongs to.
+func (b *Buffer) Device() device.Device { return nil }
 
 // Ptr returns the device address of element 0.
 func (b *Buffer) Ptr() uintptr { return 0 }
@@ -83,20 +112,51 @@ func (b *Buffer) CopyFromHost(ctx context.Context, off int, src []byte) error { 
 // Kernel returns the context's Kernel.
 func (b *Buffer) Kernel() reduceop.Kernel { return nil }
 
-// HostBuffer is page-locked host memory.
-type HostBuffer struct{}
+// Host is page-locked host memory.
+type Host struct{}
 
 // Bytes returns the memory as a byte slice.
-func (h *HostBuffer) Bytes() []byte { return nil }
+func (h *Host) Bytes() []byte { return nil }
 
 // Free releases the memory.
-func (h *HostBuffer) Free() error { return ErrNotBuilt }
+func (h *Host) Free() error { return ErrNotBuilt }
 
 // Stream is a CUDA stream.
 type Stream struct{}
 
-// Synchronize waits for the work queued on s.
-func (s *Stream) Synchronize() error { return ErrNotBuilt }
+// Handle returns the CUstream.
+func (s *Stream) Handle() uintptr { return 0 }
+
+// CopyToHost enqueues a copy to page-locked host memory.
+func (s *Stream) CopyToHost(dst []byte, src device.Buffer, off int) error { return ErrNotBuilt }
+
+// CopyFromHost enqueues a copy from page-locked host memory.
+func (s *Stream) CopyFromHost(dst device.Buffer, off int, src []byte) error { return ErrNotBuilt }
+
+// Copy enqueues a copy on the device.
+func (s *Stream) Copy(dst device.Buffer, doff int, src device.Buffer, soff int, n int) error {
+	return ErrNotBuilt
+}
+
+// Reduce enqueues dst[i] = dst[i] op src[i].
+func (s *Stream) Reduce(op reduceop.Op, dst device.Buffer, doff int, src device.Buffer, soff int, n int) error {
+	return ErrNotBuilt
+}
+
+// Scale enqueues the division of n elements by div.
+func (s *Stream) Scale(dst device.Buffer, off int, n int, div int) error { return ErrNotBuilt }
+
+// Record records e at the end of the stream.
+func (s *Stream) Record(e device.Event) error { return ErrNotBuilt }
+
+// WaitEvent makes later work wait for e.
+func (s *Stream) WaitEvent(e device.Event) error { return ErrNotBuilt }
+
+// Hold makes later work wait until the Hold is released.
+func (s *Stream) Hold() (device.Hold, error) { return nil, ErrNotBuilt }
+
+// Synchronize waits for the work enqueued so far.
+func (s *Stream) Synchronize(ctx context.Context) error { return ErrNotBuilt }
 
 // Destroy releases the stream.
 func (s *Stream) Destroy() error { return ErrNotBuilt }
@@ -104,11 +164,11 @@ func (s *Stream) Destroy() error { return ErrNotBuilt }
 // Event is a CUDA event.
 type Event struct{}
 
-// Record records e on s.
-func (e *Event) Record(s *Stream) error { return ErrNotBuilt }
+// Wait blocks until the work before e's last Record has run.
+func (e *Event) Wait(ctx context.Context) error { return ErrNotBuilt }
 
-// Synchronize waits for the work before e's last Record.
-func (e *Event) Synchronize() error { return ErrNotBuilt }
+// Done reports whether the work before e's last Record has run.
+func (e *Event) Done() (bool, error) { return false, ErrNotBuilt }
 
 // Destroy releases the event.
 func (e *Event) Destroy() error { return ErrNotBuilt }
@@ -129,12 +189,6 @@ func (k *Kernel) Reduce(dt reduceop.DType, op reduceop.Op, dst, src []byte) erro
 // Scale divides every element of dst by n on the device.
 func (k *Kernel) Scale(dt reduceop.DType, dst []byte, n int) error { return ErrNotBuilt }
 
-// ReduceDevice computes dst[i] = dst[i] op src[i] on device buffers.
-func (k *Kernel) ReduceDevice(op reduceop.Op, dst, src *Buffer) error { return ErrNotBuilt }
-
-// ScaleDevice divides every element of a device buffer by n.
-func (k *Kernel) ScaleDevice(x *Buffer, n int) error { return ErrNotBuilt }
-
 // CompensateNorm adds x into err and returns the sum of squares of err.
 func (k *Kernel) CompensateNorm(err, x []float32) float64 { panic(ErrNotBuilt) }
 
@@ -147,14 +201,22 @@ func (k *Kernel) AccumulateSigns(dst []float32, bits []uint8, scale float32) { p
 // Decompress writes ±scale into dst from the packed bits.
 func (k *Kernel) Decompress(dst []float32, bits []uint8, scale float32) { panic(ErrNotBuilt) }
 
-// CompensateNormDevice is CompensateNorm on device buffers.
-func (k *Kernel) CompensateNormDevice(err, x *Buffer) (float64, error) { return 0, ErrNotBuilt }
+// CompensateNormOn enqueues CompensateNorm on device buffers.
+func (k *Kernel) CompensateNormOn(s device.Stream, err, x, ss, scale device.Buffer) error {
+	return ErrNotBuilt
+}
 
-// PackUpdateDevice is PackUpdate on device buffers.
-func (k *Kernel) PackUpdateDevice(bits, err *Buffer, scale float32) error { return ErrNotBuilt }
+// PackUpdateOn enqueues PackUpdate on device buffers.
+func (k *Kernel) PackUpdateOn(s device.Stream, bits, err, scale device.Buffer) error {
+	return ErrNotBuilt
+}
 
-// AccumulateSignsDevice is AccumulateSigns on device buffers.
-func (k *Kernel) AccumulateSignsDevice(dst, bits *Buffer, scale float32) error { return ErrNotBuilt }
+// AccumulateSignsOn enqueues AccumulateSigns on device buffers.
+func (k *Kernel) AccumulateSignsOn(s device.Stream, dst, bits, scale device.Buffer) error {
+	return ErrNotBuilt
+}
 
-// DecompressDevice is Decompress on device buffers.
-func (k *Kernel) DecompressDevice(dst, bits *Buffer, scale float32) error { return ErrNotBuilt }
+// DecompressOn enqueues Decompress on device buffers.
+func (k *Kernel) DecompressOn(s device.Stream, dst, bits, scale device.Buffer) error {
+	return ErrNotBuilt
+}

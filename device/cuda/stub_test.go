@@ -77,6 +77,9 @@ func exported(t *testing.T, keep func(*ast.File) bool) []string {
 				if d.Recv != nil {
 					var b strings.Builder
 					printer.Fprint(&b, fset, d.Recv.List[0].Type)
+					if !ast.IsExported(strings.TrimPrefix(b.String(), "*")) {
+						continue // a method of an unexported type
+					}
 					recv = b.String() + "."
 				}
 				var b strings.Builder
