@@ -1,0 +1,40 @@
+module github.com/goccl/goccl/examples/gorgonia
+
+go 1.26.0
+
+require (
+	github.com/goccl/goccl v0.0.0
+	gorgonia.org/gorgonia v0.9.18
+	gorgonia.org/tensor v0.9.23
+)
+
+require (
+	github.com/apache/arrow/go/arrow v0.0.0-20211112161151-bc219186db40 // indirect
+	github.com/awalterschulze/gographviz v2.0.3+incompatible // indirect
+	github.com/chewxy/hm v1.0.0 // indirect
+	github.com/chewxy/math32 v1.10.1 // indirect
+	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/golang/protobuf v1.5.2 // indirect
+	github.com/google/flatbuffers v2.0.6+incompatible // indirect
+	github.com/google/uuid v1.3.0 // indirect
+	github.com/leesper/go_rng v0.0.0-20190531154944-a612b043e353 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/xtgo/set v1.0.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
+	gonum.org/v1/gonum v0.11.0 // indirect
+	google.golang.org/protobuf v1.28.0 // indirect
+	gorgonia.org/cu v0.9.6 // indirect
+	gorgonia.org/dawson v1.2.0 // indirect
+	gorgonia.org/vecf32 v0.9.0 // indirect
+	gorgonia.org/vecf64 v0.9.0 // indirect
+)
+
+// Gorgonia v0.9.18 asks for assume-no-moving-gc of October 2021, whose init
+// panics under Go 1.19 and later ("hasn't been updated to assert that it's
+// safe against the go1.26 runtime"); the November 2023 version asks the
+// runtime instead, so Gorgonia v0.9.18 runs under Go 1.26 unchanged.
+require go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
+
+replace github.com/goccl/goccl => ../..
