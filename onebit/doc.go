@@ -16,7 +16,7 @@
 //
 //  1. Pad. The buffer (n elements) is zero-padded to the length of the worker
 //     error, State.PaddedLen: a multiple of 8p, so that every rank's chunk of
-//     PaddedLen/p elements packs into whole bytes.
+//     PaddedLen/p elements packs into whole bytes (see Padding).
 //  2. Worker. c = x + workerError; scale = ||c||₂ / sqrt(PaddedLen); the sign
 //     bit is 1 unless c < 0, that is 1 for +0, -0 and NaN (DeepSpeed's
 //     c.sign().add_(1).bool(), not numpy.signbit, which calls -0 negative);
@@ -44,14 +44,50 @@
 // output is written by Decompress. HostKernel is the pure-Go Kernel; device
 // code can supply another with State.SetKernel.
 //
+// # Padding
+//
+// DeepSpeed's compressed_allreduce has no padding rule of its own: it pads
+// to the length of the worker error its caller allocated, which must be a
+// multiple of 8p. DeepSpeed's backend tests allocate the smallest such
+// length (PaddedLen); OnebitAdam, 0/1 Adam and 1-bit LAMB allocate a
+// multiple of p*lcm(p,8) (PaddedLenAdam). The two rules agree for every n
+// when p divides 8 (1, 2, 4, 8 ranks) and not otherwise: for 12 ranks, a
+// multiple of 96 against one of 288. Since the worker scale divides by the
+// square root of the padded length, the rule changes the numbers. NewState
+// uses PaddedLen, the least padding; Adam uses PaddedLenAdam, to compute
+// what OnebitAdam computes; NewStatePadded takes either.
+//
 // # State
 //
 // The error buffers are state that lives as long as the tensor: make one
-// State per tensor with NewState(n, worldSize) and pass it to every call.
-// Outputs are ±scale, not zero, for elements whose true average is zero
-// (say, unused embedding rows), so such elements keep feeding error;
-// DeepSpeed masks that momentum afterwards, and so can the caller. After a failed call, the buffer is unspecified and the
-// State half updated: Reset it on every rank.
+// State per tensor and rank with NewState(n, worldSize) and pass it to every
+// call on that rank. Outputs are ±scale, not zero, for elements whose true
+// average is zero (say, unused embedding rows), so such elements keep feeding
+// error; DeepSpeed masks that momentum afterwards, and so can the caller.
+// After a failed call, the buffer is unspecified and the State half updated:
+// Reset it on every rank.
+//
+// After a successful call the State also reports what the step compressed,
+// for comparing with DeepSpeed or logging: this rank's worker scale and
+// packed worker signs (WorkerScale, WorkerSigns), every rank's worker scale
+// (WorkerScales, gathered in phase 1), and the server scale and packed signs
+// of every chunk (ServerScales, ServerSigns, gathered in phase 2, the same on
+// every rank; ServerScale is this rank's own). Output element i is
+// ±ServerScales()[i/(PaddedLen/p)], with the sign bit i of ServerSigns.
+// Other ranks' worker signs are not kept: a rank only receives their bits of
+// the chunk it owns. These methods return copies; before the first step, and
+// after Reset, a failed call or a restore, they report none (ok false, nil).
+//
+// # Checkpoints
+//
+// State.MarshalBinary saves a rank's error buffers (and the sizes and rank
+// they belong to); UnmarshalBinary restores them, into a zero State or one
+// made with the same sizes, and the resumed run then computes bit for bit
+// what the uninterrupted one would have. Each rank saves its own State, and
+// a restored State refuses a communicator of another rank. DeepSpeed's
+// OnebitAdam instead drops the errors when it loads a checkpoint, which
+// Reset reproduces. WorkerError and ServerError expose the buffers
+// themselves, for a caller that writes its own format.
 //
 // # 1-bit Adam
 //

@@ -52,3 +52,40 @@ func ExamplePack() {
 	fmt.Printf("%08b\n", bits)
 	// Output: [10110101 01000000]
 }
+
+// After a step, each rank can read what was compressed: its own worker
+// scale and signs, every rank's worker scale, and the server scales and
+// signs of every chunk, which are the whole of the output. Two ranks, four
+// elements padded to 16: chunk 0 (elements 0-7) belongs to rank 0, chunk 1
+// (all padding) to rank 1. Padding counts as positive, and pulls the scale
+// of chunk 0 down to sqrt(6.5/8).
+func ExampleState_ServerScales() {
+	world := newFakeWorld(2)
+	states := make([]*State, 2)
+	out := make([][]float32, 2)
+	_ = world.run(func(c *fakeComm) error {
+		st, err := NewState(4, c.Size())
+		if err != nil {
+			return err
+		}
+		states[c.Rank()] = st
+		_, ok := st.WorkerScale()
+		fmt.Println("before the first step:", ok) // printed twice, once per rank
+		buf := [][]float32{{1, -1, 1, -1}, {3, 3, -3, -3}}[c.Rank()]
+		out[c.Rank()] = buf
+		return CompressedAllReduce(context.Background(), c, buf, st)
+	})
+	st := states[0]
+	ws, _ := st.WorkerScale()
+	fmt.Printf("rank 0 worker scale %.4f, signs %08b\n", ws, st.WorkerSigns())
+	fmt.Printf("worker scales %.4f\n", st.WorkerScales())
+	fmt.Printf("server scales %.4f, signs %08b\n", st.ServerScales(), st.ServerSigns())
+	fmt.Printf("output %.4f\n", out[0])
+	// Output:
+	// before the first step: false
+	// before the first step: false
+	// rank 0 worker scale 0.5000, signs [10101111 11111111]
+	// worker scales [0.5000 1.5000]
+	// server scales [0.9014 1.0000], signs [11001111 11111111]
+	// output [0.9014 0.9014 -0.9014 -0.9014]
+}

@@ -107,16 +107,21 @@ func TestGolden(t *testing.T) {
 				}
 				wscales, sscales := f32s(gs.WorkerScales), f32s(gs.ServerScales)
 				for r, st := range states {
-					if !bytes.Equal(st.sendBits, gs.WorkerSigns[r]) {
-						t.Fatalf("step %d rank %d: worker signs %x, want %x", s, r, st.sendBits, gs.WorkerSigns[r])
+					if got := st.WorkerSigns(); !bytes.Equal(got, gs.WorkerSigns[r]) {
+						t.Fatalf("step %d rank %d: worker signs %x, want %x", s, r, got, gs.WorkerSigns[r])
 					}
-					if !bytes.Equal(st.gathered, gs.ServerSigns) {
-						t.Fatalf("step %d rank %d: server signs %x, want %x", s, r, st.gathered, gs.ServerSigns)
+					if got := st.ServerSigns(); !bytes.Equal(got, gs.ServerSigns) {
+						t.Fatalf("step %d rank %d: server signs %x, want %x", s, r, got, gs.ServerSigns)
 					}
-					if err := closeTo(st.scales, wscales, 0); err != nil {
+					ws, _ := st.WorkerScale()
+					ss, _ := st.ServerScale()
+					if err := closeTo([]float32{ws, ss}, []float32{wscales[r], sscales[r]}, 0); err != nil {
+						t.Fatalf("step %d rank %d: own worker and server scales: %v", s, r, err)
+					}
+					if err := closeTo(st.WorkerScales(), wscales, 0); err != nil {
 						t.Fatalf("step %d rank %d: worker scales: %v", s, r, err)
 					}
-					if err := closeTo(st.sscales, sscales, 0); err != nil {
+					if err := closeTo(st.ServerScales(), sscales, 0); err != nil {
 						t.Fatalf("step %d rank %d: server scales: %v", s, r, err)
 					}
 					if err := closeTo(outs[r], f32s(gs.Output), 0); err != nil {

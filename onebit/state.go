@@ -84,9 +84,10 @@ func PaddedLen(n, worldSize int) int {
 // PaddedLenAdam returns the length DeepSpeed's OnebitAdam pads a tensor of n
 // elements to when the world has worldSize ranks (at least 1): the smallest
 // multiple of worldSize*lcm(worldSize, 8) that is at least n, so that every
-// rank's chunk is a multiple of both 8 and worldSize. It equals PaddedLen
-// when worldSize divides 8 and is larger otherwise (see PaddedLen for which
-// rule is used where).
+// rank's chunk is a multiple of both 8 and worldSize. It is never less than
+// PaddedLen, equal to it for every n when worldSize divides 8, and larger
+// for some n otherwise (for 3 ranks and 1 element, 72 against 24). See
+// PaddedLen for which rule is used where.
 func PaddedLenAdam(n, worldSize int) int {
 	return roundUp(n, worldSize*lcm(worldSize, 8))
 }
