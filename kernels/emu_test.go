@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/goccl/goccl/kernels"
+	"github.com/goccl/goccl/onebit"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -307,6 +308,12 @@ func TestEmulator(t *testing.T) {
 	})
 	t.Run("Reduce", func(t *testing.T) { testEmuReduce(t, e) })
 	t.Run("Scale", func(t *testing.T) { testEmuScale(t, e) })
+	t.Run("OneBitCompensateSumSq", func(t *testing.T) { testEmuCompensate(t, e) })
+	t.Run("OneBitFinish", func(t *testing.T) { testEmuFinish(t, e) })
+	for _, name := range []string{kernels.OneBitPackUpdate, kernels.OneBitPackUpdateBallot} {
+		t.Run(name, func(t *testing.T) { testEmuPack(t, e, name) })
+	}
+	t.Run("OneBitUnpack", func(t *testing.T) { testEmuUnpack(t, e) })
 }
 
 // offsetPairs returns the (dst, src) byte offsets to place buffers of
@@ -399,6 +406,202 @@ func testEmuScale(t *testing.T, e *emulator) {
 					res := e.run(t, name, g, []ebuf{{off, x}}, bufArg(0), valArg(uint64(n)), valArg(uint64(div)))
 					if d := diffElems(dt, res[0], want); d != "" {
 						t.Fatalf("%s n=%d /%d offset %d grid %d: %s", name, n, div, off, g, d)
+					}
+				}
+			}
+		}
+	}
+}
+
+// float32s and float32Bytes convert between []float32 and its bytes.
+func float32s(b []byte) []float32 {
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
+}
+
+func float32Bytes(f []float32) []byte {
+	b := make([]byte, 0, 4*len(f))
+	for _, x := range f {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+// randFinite32 returns n random finite float32s, zeros and subnormals
+// included, as bytes: their sum of squares is a number.
+func randFinite32(r *rand.Rand, n int) []byte {
+	b := make([]byte, 0, 4*n)
+	for len(b) < 4*n {
+		x := randFloat32Bits(r)
+		if x&0x7f800000 == 0x7f800000 || x&0x7fffffff == 0x7f7fffff {
+			continue
+		}
+		b = binary.LittleEndian.AppendUint32(b, x)
+	}
+	return b
+}
+
+// closeSS reports whether a sum of squares from the device matches the
+// host's: the same special value, or within a relative 1e-6. The kernels
+// add the float64 squares in another order than onebit.HostKernel (per
+// thread, then a shuffle tree per warp and block, then the partials),
+// which changes the rounding of the float64 sum by at most about
+// n * 2^-53 relative (1.2e-10 at n = 2^20): 1e-6 leaves a wide margin and
+// still catches a missing or doubled element.
+func closeSS(got, want float64) bool {
+	switch {
+	case math.IsNaN(want):
+		return math.IsNaN(got)
+	case math.IsInf(want, 0) || want == 0:
+		return got == want
+	}
+	return math.Abs(got-want) <= 1e-6*want
+}
+
+func testEmuCompensate(t *testing.T, e *emulator) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range append(slices.Clone(emuCounts), emuLarge) {
+		gs := grids((n + 3) / 4)
+		offs := [][2]int{{0, 0}, {4, 4}, {8, 8}, {12, 12}, {4, 0}, {0, 12}}
+		if n == emuLarge {
+			offs, gs = offs[:2], []int{gs[1]}
+		}
+		for _, off := range offs {
+			for _, g := range gs {
+				for _, nx := range slices.Compact([]int{n, n / 2, max(0, n-5)}) {
+					errb, x := randFinite32(r, n), randFinite32(r, nx)
+					if r.IntN(4) == 0 {
+						errb = randElems(r, reduceop.Float32, n) // NaN and Inf too
+					}
+					want := float32s(errb)
+					wantSS := onebit.HostKernel{}.CompensateNorm(want, float32s(x))
+					partial := make([]byte, 8*g)
+					for i := range partial {
+						partial[i] = 0xff // NaN: every block must write its own
+					}
+					res := e.run(t, kernels.OneBitCompensateSumSq, g,
+						[]ebuf{{off[0], errb}, {off[1], x}, {0, partial}},
+						bufArg(0), bufArg(1), valArg(uint64(nx)), valArg(uint64(n)), bufArg(2))
+					if d := diffElems(reduceop.Float32, res[0], float32Bytes(want)); d != "" {
+						t.Fatalf("n=%d nx=%d offsets %v grid %d: err %s", n, nx, off, g, d)
+					}
+					var ss float64
+					for i := range g {
+						ss += math.Float64frombits(binary.LittleEndian.Uint64(res[2][8*i:]))
+					}
+					if !closeSS(ss, wantSS) {
+						t.Fatalf("n=%d nx=%d offsets %v grid %d: sum of the partials %v, want %v", n, nx, off, g, ss, wantSS)
+					}
+				}
+			}
+		}
+	}
+}
+
+func testEmuFinish(t *testing.T, e *emulator) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, parts := range []int{1, 2, 31, 255, 256, 257, 1000} {
+		for _, n := range []int{1, 7, 4096, 1 << 30} {
+			partial := make([]byte, 0, 8*parts)
+			var want float64
+			for range parts {
+				p := r.Float64() * math.Ldexp(1, r.IntN(40)-20)
+				want += p
+				partial = binary.LittleEndian.AppendUint64(partial, math.Float64bits(p))
+			}
+			res := e.run(t, kernels.OneBitFinish, 1, []ebuf{{0, partial}, {0, make([]byte, 8)}, {4, make([]byte, 4)}},
+				bufArg(0), valArg(uint64(parts)), valArg(uint64(n)), bufArg(1), bufArg(2))
+			ss := math.Float64frombits(binary.LittleEndian.Uint64(res[1]))
+			if !closeSS(ss, want) {
+				t.Fatalf("%d partials, n=%d: ss = %v, want %v", parts, n, ss, want)
+			}
+			// onebit's rms, from the kernel's own ss: bit for bit.
+			wantScale := float32(math.Sqrt(ss)) / float32(math.Sqrt(float64(n)))
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(res[2])); got != wantScale {
+				t.Fatalf("%d partials, n=%d: scale = %v, want %v", parts, n, got, wantScale)
+			}
+		}
+	}
+}
+
+// randScale returns a positive float32 scale as a 4-byte buffer.
+func randScale(r *rand.Rand) (float32, []byte) {
+	s := float32(r.Float64()*2 + 1e-3)
+	return s, f32Bytes(s)
+}
+
+func testEmuPack(t *testing.T, e *emulator, name string) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range append(slices.Clone(emuCounts), emuLarge) {
+		errOffs, bitsOffs := []int{0, 4, 8, 12}, []int{0, 1, 2, 3, 4, 8, 13}
+		gs := grids((n + 7) / 8)
+		if name == kernels.OneBitPackUpdateBallot {
+			gs = slices.Compact(append(gs, grids(n)...))
+		}
+		if n == emuLarge {
+			errOffs, bitsOffs, gs = []int{0, 4}, []int{0, 1}, []int{gs[1]}
+		}
+		for _, eo := range errOffs {
+			for _, bo := range bitsOffs {
+				for _, g := range gs {
+					errb := randElems(r, reduceop.Float32, n)
+					s, sb := randScale(r)
+					want := float32s(errb)
+					wantBits := make([]byte, onebit.PackedLen(n))
+					onebit.HostKernel{}.PackUpdate(wantBits, want, s)
+					bits := make([]byte, onebit.PackedLen(n))
+					for i := range bits {
+						bits[i] = 0x5a // every byte must be written
+					}
+					res := e.run(t, name, g, []ebuf{{bo, bits}, {eo, errb}, {0, sb}},
+						bufArg(0), bufArg(1), valArg(uint64(n)), bufArg(2))
+					if string(res[0]) != string(wantBits) {
+						t.Fatalf("n=%d err offset %d bits offset %d grid %d: bits\n% x, want\n% x", n, eo, bo, g, head(res[0]), head(wantBits))
+					}
+					if d := diffElems(reduceop.Float32, res[1], float32Bytes(want)); d != "" {
+						t.Fatalf("n=%d err offset %d bits offset %d grid %d: err %s", n, eo, bo, g, d)
+					}
+				}
+			}
+		}
+	}
+}
+
+// head returns at most the first 16 bytes of b, for messages.
+func head(b []byte) []byte { return b[:min(len(b), 16)] }
+
+func testEmuUnpack(t *testing.T, e *emulator) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, name := range []string{kernels.OneBitAccumulateSigns, kernels.OneBitDecompress} {
+		for _, n := range append(slices.Clone(emuCounts), emuLarge) {
+			dstOffs, bitsOffs := []int{0, 4, 8, 12}, []int{0, 1, 3}
+			gs := grids((n + 7) / 8)
+			if n == emuLarge {
+				dstOffs, bitsOffs, gs = []int{0, 4}, []int{0}, []int{gs[1]}
+			}
+			for _, do := range dstOffs {
+				for _, bo := range bitsOffs {
+					for _, g := range gs {
+						dst := randElems(r, reduceop.Float32, n)
+						bits := randElems(r, reduceop.Uint8, onebit.PackedLen(n))
+						s, sb := randScale(r)
+						want := float32s(dst)
+						if name == kernels.OneBitDecompress {
+							onebit.HostKernel{}.Decompress(want, bits, s)
+						} else {
+							onebit.HostKernel{}.AccumulateSigns(want, bits, s)
+						}
+						res := e.run(t, name, g, []ebuf{{do, dst}, {bo, bits}, {0, sb}},
+							bufArg(0), bufArg(1), valArg(uint64(n)), bufArg(2))
+						if d := diffElems(reduceop.Float32, res[0], float32Bytes(want)); d != "" {
+							t.Fatalf("%s n=%d dst offset %d bits offset %d grid %d: %s", name, n, do, bo, g, d)
+						}
+						if string(res[1]) != string(bits) {
+							t.Fatalf("%s n=%d: bits changed", name, n)
+						}
 					}
 				}
 			}

@@ -34,17 +34,25 @@ func PTX() []byte { return bytes.Clone(ptx) }
 //		(one block)
 //	OneBitPackUpdate(bits *uint8, err *float32, n uint64, scale *float32)
 //		for i := range n { if sign(i) { set bit i; err[i] -= *scale } else { err[i] -= -*scale } }
-//		(every byte of bits[:(n+7)/8] is written; bits past n are 0)
+//		(every byte of bits[:(n+7)/8] is written; bits past n are 0;
+//		one thread per byte of bits: 8 floats read, one byte stored)
+//	OneBitPackUpdateBallot(bits *uint8, err *float32, n uint64, scale *float32)
+//		the same loop and results as OneBitPackUpdate, one thread per
+//		element: each warp gathers 32 signs with one ballot and stores
+//		them as one 4-byte word (byte by byte where bits is not 4-byte
+//		aligned, and at the end). A grid of n threads covers it in one
+//		step; any grid is correct.
 //	OneBitAccumulateSigns(dst *float32, bits *uint8, n uint64, scale *float32)
 //		for i := range n { dst[i] += sign(i) ? *scale : -*scale }
 //	OneBitDecompress(dst *float32, bits *uint8, n uint64, scale *float32)
 //		for i := range n { dst[i] = sign(i) ? *scale : -*scale }
 const (
-	OneBitCompensateSumSq = "goccl_onebit_compensate_sumsq"
-	OneBitFinish          = "goccl_onebit_finish"
-	OneBitPackUpdate      = "goccl_onebit_pack_update"
-	OneBitAccumulateSigns = "goccl_onebit_accumulate_signs"
-	OneBitDecompress      = "goccl_onebit_decompress"
+	OneBitCompensateSumSq  = "goccl_onebit_compensate_sumsq"
+	OneBitFinish           = "goccl_onebit_finish"
+	OneBitPackUpdate       = "goccl_onebit_pack_update"
+	OneBitPackUpdateBallot = "goccl_onebit_pack_update_ballot"
+	OneBitAccumulateSigns  = "goccl_onebit_accumulate_signs"
+	OneBitDecompress       = "goccl_onebit_decompress"
 )
 
 var dtypeShort = map[reduceop.DType]string{
@@ -113,5 +121,5 @@ func EntryPoints() []string {
 			names = append(names, name)
 		}
 	}
-	return append(names, OneBitCompensateSumSq, OneBitFinish, OneBitPackUpdate, OneBitAccumulateSigns, OneBitDecompress)
+	return append(names, OneBitCompensateSumSq, OneBitFinish, OneBitPackUpdate, OneBitPackUpdateBallot, OneBitAccumulateSigns, OneBitDecompress)
 }

@@ -54,8 +54,8 @@ func TestEntryPoints(t *testing.T) {
 	got := entries(t)
 	want := kernels.EntryPoints()
 	// 8 dtypes × {sum prod min max}, 4 integer dtypes × {band bor bxor},
-	// 4 float dtypes × scale, 5 onebit steps.
-	if n := 8*4 + 4*3 + 4 + 5; len(want) != n {
+	// 4 float dtypes × scale, 5 onebit steps plus a second packing kernel.
+	if n := 8*4 + 4*3 + 4 + 6; len(want) != n {
 		t.Errorf("EntryPoints() has %d names, want %d", len(want), n)
 	}
 	for _, name := range want {
@@ -88,8 +88,11 @@ func TestWideLoads(t *testing.T) {
 		kernels.OneBitCompensateSumSq: {2, 1},
 		kernels.OneBitFinish:          {0, 0},
 		kernels.OneBitPackUpdate:      {2, 2},
-		kernels.OneBitAccumulateSigns: {2, 2},
-		kernels.OneBitDecompress:      {0, 2},
+		// One float per lane (a warp reads 128 contiguous bytes), one
+		// 4-byte word of bits per warp.
+		kernels.OneBitPackUpdateBallot: {0, 0},
+		kernels.OneBitAccumulateSigns:  {2, 2},
+		kernels.OneBitDecompress:       {0, 2},
 	}
 	for name, body := range entries(t) {
 		w, ok := want[name]

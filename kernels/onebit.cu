@@ -16,6 +16,12 @@
 // goccl_onebit_decompress (dst = +-scale) read packed bits back.
 // The scale is read through a device pointer so that the launches chain on
 // one stream without a trip to the host.
+//
+// goccl_onebit_pack_update_ballot is a second packing kernel with the same
+// parameters and results: one element per lane, the 32 signs of a warp
+// gathered by one ballot and stored as one 4-byte word. Which of the two is
+// faster is for a GPU benchmark to say; pack_update stays the default.
+#include "dtypes.cuh"
 
 // goccl_onebit_compensate_sumsq(err, x, nx, n, partial):
 //   for i := range x[:nx] { err[i] += x[i] }
@@ -29,29 +35,35 @@ extern "C" __global__ void __launch_bounds__(GOCCL_BLOCK)
   const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   double acc = 0;
-  u64 done = 0;
-  if (aligned16(err) && aligned16(x)) {
-    const u64 nv = n / 4, nxv = nx / 4;
+  // Vectors of 4 floats when err and x share their alignment, with the
+  // head and tail in the scalar loop, as apply2 in dtypes.cuh.
+  u64 head = n, body = 0;
+  if (((u64)err & 15) == ((u64)x & 15)) {
+    head = head_elems<float>(err, n);
+    const u64 nv = (n - head) / 4, nxv = nx > head ? (nx - head) / 4 : 0;
+    v16 *ev = (v16 *)(err + head);
+    const v16 *xv = (const v16 *)(x + head);
     for (u64 i = tid; i < nv; i += stride) {
-      v16 e = ((const v16 *)err)[i];
+      v16 e = ev[i];
+      const u64 first = head + 4 * i;
       if (i < nxv) {
-        const v16 a = ((const v16 *)x)[i];
+        const v16 a = xv[i];
         e.x = float_bits(bits_float(e.x) + bits_float(a.x));
         e.y = float_bits(bits_float(e.y) + bits_float(a.y));
         e.z = float_bits(bits_float(e.z) + bits_float(a.z));
         e.w = float_bits(bits_float(e.w) + bits_float(a.w));
-        ((v16 *)err)[i] = e;
-      } else if (4 * i < nx) { // the vector that straddles nx
-        float *ep = err + 4 * i;
-        for (u64 k = 4 * i; k < nx; k++) ep[k - 4 * i] += x[k];
-        e = ((const v16 *)err)[i];
+        ev[i] = e;
+      } else if (first < nx) { // the vector that straddles nx
+        for (u64 k = first; k < nx; k++) err[k] += x[k];
+        e = ev[i];
       }
       const double a = bits_float(e.x), b = bits_float(e.y), c = bits_float(e.z), d = bits_float(e.w);
       acc += a * a + b * b + c * c + d * d;
     }
-    done = nv * 4;
+    body = nv * 4;
   }
-  for (u64 i = done + tid; i < n; i += stride) {
+  for (u64 j = tid; j < n - body; j += stride) {
+    const u64 i = rest_index(j, head, body);
     float e = err[i];
     if (i < nx) {
       e += x[i];
@@ -144,6 +156,50 @@ extern "C" __global__ void __launch_bounds__(GOCCL_BLOCK)
       err[base + k] = e - (p ? s : -s);
     }
     bits[j] = (u8)byte;
+  }
+}
+
+// msb_first turns a ballot (bit k: the sign of element k of 32) into the
+// packed word of those 32 elements as it lies in memory: byte b holds
+// elements 8b..8b+7 with element 8b in its most significant bit, and the
+// word is stored little-endian. Reversing the 32 bits puts element 8b+j at
+// bit 31-8b-j, which is bit 7-j of byte 3-b; swapping the bytes moves it to
+// byte b.
+static __device__ __forceinline__ u32 msb_first(u32 ballot_bits) {
+  return __builtin_bswap32(__builtin_bitreverse32(ballot_bits));
+}
+
+// goccl_onebit_pack_update_ballot(bits, err, n, scale): the loop of
+// goccl_onebit_pack_update, one element per thread. Each warp step covers
+// 32 elements: every lane updates its element, one ballot gathers the 32
+// signs, and lane 0 stores them as one 4-byte word (when bits is 4-byte
+// aligned and all four bytes lie within (n+7)/8; otherwise lanes 0-3 store
+// the bytes that do). Lanes past n vote 0, so the bits past n are 0. The
+// loop bound is the same for all lanes of a warp, as the ballot needs.
+extern "C" __global__ void __launch_bounds__(GOCCL_BLOCK)
+    goccl_onebit_pack_update_ballot(u8 *__restrict__ bits, float *__restrict__ err, u64 n,
+                                    const float *__restrict__ scale) {
+  const u32 lane = threadIdx.x % GOCCL_WARP;
+  const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / GOCCL_WARP;
+  const u64 nwarps = (u64)gridDim.x * (blockDim.x / GOCCL_WARP);
+  const float s = *scale;
+  const u64 nbytes = (n + 7) / 8, steps = (n + 31) / 32;
+  const bool words = ((u64)bits & 3) == 0;
+  for (u64 w = warp; w < steps; w += nwarps) {
+    const u64 i = 32 * w + lane;
+    bool p = false;
+    if (i < n) {
+      const float e = err[i];
+      p = pos(e);
+      err[i] = e - (p ? s : -s);
+    }
+    const u32 word = msb_first(ballot(p));
+    const u64 left = nbytes - 4 * w;
+    if (words && left >= 4) {
+      if (lane == 0) ((u32 *)bits)[w] = word;
+    } else if (lane < 4 && lane < left) {
+      bits[4 * w + lane] = (u8)(word >> (8 * lane));
+    }
   }
 }
 

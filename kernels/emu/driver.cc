@@ -293,6 +293,7 @@ const Kernel kernels[] = {
     ARITH(f32), ARITH(f64), ARITH(f16), ARITH(bf16), INT(i8), INT(u8), INT(i32), INT(i64),
     K(goccl_scale_f32), K(goccl_scale_f64), K(goccl_scale_f16), K(goccl_scale_bf16),
     K(goccl_onebit_compensate_sumsq), K(goccl_onebit_finish), K(goccl_onebit_pack_update),
+    K(goccl_onebit_pack_update_ballot),
     K(goccl_onebit_accumulate_signs), K(goccl_onebit_decompress),
 };
 
