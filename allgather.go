@@ -40,7 +40,10 @@ func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) 
 		off += n * esz
 	}
 	if rv.dev != nil && sv.dev != nil {
-		k.chunk = devChunk
+		if err := c.sameDevice(name, sv, rv); err != nil {
+			return nil, err
+		}
+		k.useDevice(rv.dev.Device())
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, buf []byte) error {
 				send, err := dp.stand(sv.dev, 0, sv.bytes())

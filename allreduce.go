@@ -48,7 +48,7 @@ func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Alg
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	n := c.Size()
 	if v.dev != nil {
-		k.chunk = devChunk
+		k.useDevice(v.dev.Device())
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
 				if n > 1 && len(buf) > 0 {

@@ -33,7 +33,7 @@ func (c *Comm) broadcast(buf any, root int) (*call, error) {
 	p := c.peers(k, v.dt, nil)
 	isRoot := c.rank == root
 	if v.dev != nil {
-		k.chunk = devChunk
+		k.useDevice(v.dev.Device())
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, v, 0, func(dp *devPeers, buf []byte) error {
 				if c.Size() > 1 && len(buf) > 0 {
@@ -89,7 +89,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	isRoot := c.rank == root
 	if v.dev != nil {
-		k.chunk = devChunk
+		k.useDevice(v.dev.Device())
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
 				if c.Size() == 1 || len(buf) == 0 {

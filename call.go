@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -32,6 +33,12 @@ type call struct {
 	// message and so no fingerprint of its own; exec gives it the ring
 	// of fingerprints that rooted calls have (rootChecked).
 	silent bool
+	// dev: the device of the call's buffers on the device data path
+	// (devpath.go), else nil.
+	dev device.Device
+	// after, if set, runs once the call has ended, however it ended
+	// (StreamComm's hold).
+	after func()
 	// chunk: the call moves device memory in messages of at most this
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
@@ -212,12 +219,18 @@ func start(ctx context.Context, k *call) *Work {
 	}
 	if k.err != nil {
 		w.err = k.err
+		if k.after != nil {
+			k.after()
+		}
 		close(w.done)
 		return w
 	}
 	k.take(true) // the order is the order of the Async calls
 	go func() {
 		w.err = k.exec(ctx)
+		if k.after != nil {
+			k.after()
+		}
 		close(w.done)
 	}()
 	return w

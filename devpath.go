@@ -801,3 +801,17 @@ func (p *devPeers) scale(b []byte, div int) error {
 	s := p.d.compute
 	return p.d.run(p.ctx, s, func() error { return s.Scale(buf, off, len(b)/p.dt.Size(), div) })
 }
+
+// useDevice puts k on the device data path of dev.
+func (k *call) useDevice(dev device.Device) {
+	k.chunk, k.dev = devChunk, dev
+}
+
+// sameDevice refuses a call whose two device buffers live on different
+// devices.
+func (c *Comm) sameDevice(op string, a, b view) error {
+	if a.dev.Device() != b.dev.Device() {
+		return invalid(op, c.rank, "send is on %v but recv on %v", a.dev.Device(), b.dev.Device())
+	}
+	return nil
+}

@@ -50,7 +50,10 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 		off += n * esz
 	}
 	if len(parts) == 1 && parts[0].dev != nil && rv.dev != nil {
-		k.chunk = devChunk
+		if err := c.sameDevice(name, parts[0], rv); err != nil {
+			return nil, err
+		}
+		k.useDevice(rv.dev.Device())
 		sv := parts[0]
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, rv, op, func(dp *devPeers, recv []byte) error {
