@@ -14,6 +14,40 @@
 //		return c.AllReduce(ctx, grad, reduceop.Sum) // grad == {6, 4} on every rank
 //	})
 //
+// # Buffers
+//
+// A buffer argument is one of these, and its type is checked before
+// anything is sent:
+//
+//   - []float32, []float64: IEEE 754 single and double precision.
+//   - []reduceop.F16, []reduceop.BF16: IEEE half precision and bfloat16,
+//     each element its 16-bit pattern; each reduction step computes in
+//     float32 and rounds once.
+//   - []int8, []uint8, []int32, []int64: integers; []uint8 also carries
+//     raw bytes and booleans as 0 and 1.
+//   - DeviceBuffer: memory Go cannot address, such as GPU memory
+//     (package device/cuda), staged through host memory and reduced by
+//     its Kernel.
+//
+// A buffer is exactly the slice's len elements, contiguous, and a
+// collective reads or writes all of them and nothing past len. There are
+// no strides: a framework's strided view (a column, a transposed matrix,
+// every other element) is not a slice of its own, and the slice it hands
+// out, such as Gorgonia's tensor.Dense.Data(), is the backing storage the
+// view lies in, holding other elements as well; passed as it is, all of
+// them are reduced. Copy the view into a contiguous slice (Gorgonia's
+// Materialize makes one), pass that, and copy the result back. A
+// tensor that owns its storage, such as a gradient Gorgonia computed,
+// can be passed straight: examples/gorgonia hands Data() to
+// AllReduceCoalesced.
+//
+// A 0-d value, a loss or a scalar parameter, is not a buffer: pass a
+// one-element slice. []float32{x} copies x (read the result from its
+// element); unsafe.Slice(&x, 1) aliases x, so the collective writes x
+// itself (ExampleComm_AllReduce_scalar). A Gorgonia scalar's Data() is
+// the value itself (a float64, not a slice), which collectives refuse
+// with ErrInvalid.
+//
 // # Algorithms
 //
 // The algorithms live in algo/ring, algo/tree and algo/halving, written

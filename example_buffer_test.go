@@ -1,0 +1,80 @@
+package goccl_test
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// A 0-d value, such as a loss or a scalar parameter, has no slice type of
+// its own: pass a one-element slice. unsafe.Slice(&x, 1) aliases x, so the
+// collective writes x itself; []float64{loss} is a copy, read back from
+// its element.
+func ExampleComm_AllReduce_scalar() {
+	ctx := context.Background()
+	scales := make([]float32, 2)
+	losses := make([]float64, 2)
+	err := goccl.RunLocal(ctx, 2, func(ctx context.Context, c *goccl.Comm) error {
+		scale := float32(1 + 15*c.Rank()) // a scalar parameter: 1 on rank 0, 16 on rank 1
+		if err := c.AllReduce(ctx, unsafe.Slice(&scale, 1), reduceop.Max); err != nil {
+			return err
+		}
+		loss := 0.5 + float64(c.Rank())
+		buf := []float64{loss}
+		if err := c.AllReduce(ctx, buf, reduceop.Avg); err != nil {
+			return err
+		}
+		scales[c.Rank()], losses[c.Rank()] = scale, buf[0]
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("scale:", scales)
+	fmt.Println("mean loss:", losses)
+	// Output:
+	// scale: [16 16]
+	// mean loss: [1 1]
+}
+
+// A buffer is contiguous: goccl reduces every element of the slice it is
+// given. A strided view, here one column of a row-major matrix, is not a
+// slice of its own; its backing array holds the other columns too. Copy
+// the view into a contiguous buffer, reduce that, and copy it back.
+func ExampleComm_AllReduce_stridedView() {
+	ctx := context.Background()
+	const rows, cols = 3, 2
+	results := make([][]float32, 2)
+	err := goccl.RunLocal(ctx, 2, func(ctx context.Context, c *goccl.Comm) error {
+		// Row-major: m[i*cols+j]. Column 1 is m[1], m[3], m[5].
+		m := make([]float32, rows*cols)
+		for i := range m {
+			m[i] = float32(10*c.Rank() + i)
+		}
+		col := make([]float32, rows)
+		for i := range rows {
+			col[i] = m[i*cols+1]
+		}
+		if err := c.AllReduce(ctx, col, reduceop.Sum); err != nil {
+			return err
+		}
+		for i := range rows {
+			m[i*cols+1] = col[i]
+		}
+		results[c.Rank()] = m
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("rank 0:", results[0]) // column 0 is rank 0's own
+	fmt.Println("rank 1:", results[1]) // column 0 is rank 1's own
+	// Output:
+	// rank 0: [0 12 2 16 4 20]
+	// rank 1: [10 12 12 16 14 20]
+}
