@@ -69,6 +69,9 @@ func NewAdam(c Comm, cfg AdamConfig, params [][]float32) (*Adam, error) {
 		return nil, fmt.Errorf("onebit: NewAdam: nil Comm")
 	}
 	p := c.Size()
+	if p < 1 {
+		return nil, fmt.Errorf("onebit: NewAdam: world size %d < 1", p)
+	}
 	a := &Adam{cfg: cfg.withDefaults(), comm: c, params: params}
 	for _, w := range params {
 		a.m = append(a.m, make([]float32, len(w)))

@@ -269,3 +269,149 @@ func FuzzStateUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestAdamCheckpoint saves 1-bit Adam on every rank, during warmup and in
+// the compression stage, restores it into fresh optimizers over fresh
+// parameters set to the saved ones, and checks that the parameters after
+// the remaining steps are bit for bit those of the uninterrupted run, and
+// that the run without the saved optimizer state ends elsewhere.
+func TestAdamCheckpoint(t *testing.T) {
+	const p, steps = 3, 8
+	cfg := AdamConfig{LR: 0.05, WeightDecay: 0.01, FreezeStep: 3}
+	lens := []int{37, 1, 100}
+	grad := func(w []float32, r, s, i int) float32 {
+		return w[i]/2 + float32(math.Sin(float64(1+r+7*s+3*i)))
+	}
+	newParams := func() [][]float32 {
+		ps := make([][]float32, len(lens))
+		for k, n := range lens {
+			ps[k] = make([]float32, n)
+			for i := range ps[k] {
+				ps[k][i] = float32(i%7) / 4
+			}
+		}
+		return ps
+	}
+	// run runs steps [from, steps) on every rank, starting from the
+	// parameters in start (fresh ones when start is nil) and, with restore,
+	// from the optimizer checkpoints in start; it returns the parameters at
+	// the end, and the checkpoints and parameters once at steps are done.
+	type snap struct {
+		opt    [][]byte
+		params [][][]float32
+	}
+	run := func(from, at int, start *snap, restore bool) (final [][][]float32, mid snap) {
+		w := newFakeWorld(p)
+		final = make([][][]float32, p)
+		mid = snap{opt: make([][]byte, p), params: make([][][]float32, p)}
+		if err := w.run(func(c *fakeComm) error {
+			params := newParams()
+			if start != nil {
+				for k := range params {
+					copy(params[k], start.params[c.rank][k])
+				}
+			}
+			opt, err := NewAdam(c, cfg, params)
+			if err != nil {
+				return err
+			}
+			if restore {
+				if err := opt.UnmarshalBinary(start.opt[c.rank]); err != nil {
+					return err
+				}
+				if opt.Steps() != from {
+					return fmt.Errorf("restored Steps() = %d, want %d", opt.Steps(), from)
+				}
+			}
+			for s := from; s < steps; s++ {
+				grads := make([][]float32, len(params))
+				for k := range grads {
+					grads[k] = make([]float32, len(params[k]))
+					for i := range grads[k] {
+						grads[k][i] = grad(params[k], c.rank, s, i)
+					}
+				}
+				if err := opt.Step(context.Background(), grads); err != nil {
+					return err
+				}
+				if s+1 == at {
+					b, err := opt.MarshalBinary()
+					if err != nil {
+						return err
+					}
+					mid.opt[c.rank] = b
+					for _, ps := range params {
+						mid.params[c.rank] = append(mid.params[c.rank], slices.Clone(ps))
+					}
+				}
+			}
+			final[c.rank] = params
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return final, mid
+	}
+	same := func(a, b [][][]float32) bool {
+		for r := range a {
+			for k := range a[r] {
+				if !sameBits(a[r][k], b[r][k]) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, at := range []int{2, 3, 5} { // in warmup, at the switch, compressing
+		want, mid := run(0, at, nil, false)
+		got, _ := run(at, -1, &mid, true)
+		if !same(got, want) {
+			t.Errorf("saved after step %d: resumed run differs from the uninterrupted one", at)
+		}
+		if cold, _ := run(at, -1, &mid, false); same(cold, want) {
+			t.Errorf("saved after step %d: parameters alone give the same result: the test cannot tell", at)
+		}
+	}
+}
+
+func TestAdamCheckpointBad(t *testing.T) {
+	w := newFakeWorld(1)
+	opt, _ := NewAdam(w.comm(0), AdamConfig{}, [][]float32{make([]float32, 3), make([]float32, 9)})
+	if err := opt.Step(context.Background(), [][]float32{{1, 2, 3}, make([]float32, 9)}); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := opt.MarshalBinary()
+	fresh := func() *Adam {
+		a, _ := NewAdam(w.comm(0), AdamConfig{}, [][]float32{make([]float32, 3), make([]float32, 9)})
+		return a
+	}
+	if a := fresh(); a.UnmarshalBinary(good) != nil || a.Steps() != 1 || !sameBits(a.m[0], opt.m[0]) || !sameBits(a.v[0], opt.v[0]) {
+		t.Fatal("good checkpoint not restored")
+	}
+	for cut := range len(good) {
+		a := fresh()
+		if err := a.UnmarshalBinary(good[:cut]); err == nil {
+			t.Errorf("cut at %d: accepted", cut)
+		}
+		if a.Steps() != 0 || a.m[0][0] != 0 {
+			t.Errorf("cut at %d: optimizer changed", cut)
+		}
+	}
+	if err := fresh().UnmarshalBinary(append(slices.Clone(good), 0)); err == nil {
+		t.Error("trailing byte accepted")
+	}
+	for _, lens := range [][]int{{3}, {3, 8}, {3, 9, 1}} {
+		ps := make([][]float32, len(lens))
+		for i, n := range lens {
+			ps[i] = make([]float32, n)
+		}
+		a, _ := NewAdam(w.comm(0), AdamConfig{}, ps)
+		if err := a.UnmarshalBinary(good); !errors.Is(err, ErrSize) {
+			t.Errorf("into parameters of lengths %v: err = %v, want ErrSize", lens, err)
+		}
+	}
+	a2, _ := NewAdam(newFakeWorld(2).comm(0), AdamConfig{}, [][]float32{make([]float32, 3), make([]float32, 9)})
+	if err := a2.UnmarshalBinary(good); !errors.Is(err, ErrSize) {
+		t.Errorf("into a world of 2: err = %v, want ErrSize", err)
+	}
+}

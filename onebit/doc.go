@@ -85,8 +85,8 @@
 // made with the same sizes, and the resumed run then computes bit for bit
 // what the uninterrupted one would have. Each rank saves its own State, and
 // a restored State refuses a communicator of another rank. DeepSpeed's
-// OnebitAdam instead drops the errors when it loads a checkpoint, which
-// Reset reproduces. WorkerError and ServerError expose the buffers
+// OnebitAdam instead drops the errors when it loads a checkpoint, as a new
+// or Reset State does. WorkerError and ServerError expose the buffers
 // themselves, for a caller that writes its own format.
 //
 // # 1-bit Adam
@@ -94,6 +94,10 @@
 // Adam follows DeepSpeed's OnebitAdam: FreezeStep steps of exact Adam with
 // gradients averaged by an ordinary AllReduce, then the variance is frozen
 // and only the momentum travels, compressed, with error feedback.
+//
+// Adam.MarshalBinary saves the step count, the momentum and variance and
+// every parameter's State; with the parameters, which the caller saves,
+// UnmarshalBinary resumes the run bit for bit, in warmup or compressing.
 //
 // The communicator is the Comm interface (AllToAll, AllGather, AllReduce),
 // which *goccl.Comm implements.
