@@ -41,6 +41,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -185,6 +186,10 @@ func (c *Context) release() error {
 // the framework's); every later call returns an error wrapping ErrClosed.
 // Closing twice is a no-op.
 func (c *Context) Close() error {
+	// The Kernel's lock first, as its host-slice methods take it before
+	// calling do: Close then waits for such a call to finish.
+	c.kernel.mu.Lock()
+	defer c.kernel.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -302,6 +307,8 @@ type Buffer struct {
 	dt  reduceop.DType
 	n   int
 	own bool
+
+	freed atomic.Bool
 }
 
 // Alloc allocates n elements of dt (contents undefined); the Buffer is a
@@ -397,14 +404,16 @@ func (b *Buffer) Slice(lo, hi int) *Buffer {
 }
 
 // Free releases the memory of a buffer made by Alloc or NewBuffer; it does
-// nothing for a slice or wrapped memory.
+// nothing more for a slice or wrapped memory than mark the Buffer unusable.
+// Freeing twice is an error wrapping ErrInvalid.
 func (b *Buffer) Free() error {
+	if b.freed.Swap(true) {
+		return invalid("free", "buffer freed twice")
+	}
 	if !b.own || b.ptr == 0 {
 		return nil
 	}
-	p := b.ptr
-	b.ptr = 0
-	return b.c.do("free", func() error { return cu.MemFree(p) })
+	return b.c.do("free", func() error { return cu.MemFree(b.ptr) })
 }
 
 func (b *Buffer) bytes() int { return b.n * b.dt.Size() }
@@ -453,7 +462,7 @@ func (c *Context) buffer(op, what string, x device.Buffer) (*Buffer, error) {
 		return nil, invalid(op, "%s is a %T, not a buffer of %v", what, x, c)
 	case b.c != c:
 		return nil, invalid(op, "%s is a buffer of %v, not of %v", what, b.c, c)
-	case b.n > 0 && b.ptr == 0:
+	case b.freed.Load():
 		return nil, invalid(op, "%s used after Free", what)
 	}
 	return b, nil

@@ -14,16 +14,58 @@ import (
 	"unsafe"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/device/cuda"
+	"github.com/goccl/goccl/device/devicetest"
 	"github.com/goccl/goccl/onebit"
 	"github.com/goccl/goccl/reduceop"
 )
 
 var (
 	_ goccl.DeviceBuffer = (*cuda.Buffer)(nil)
+	_ device.Device      = (*cuda.Context)(nil)
+	_ device.Buffer      = (*cuda.Buffer)(nil)
+	_ device.Stream      = (*cuda.Stream)(nil)
+	_ device.Event       = (*cuda.Event)(nil)
+	_ device.Host        = (*cuda.Host)(nil)
 	_ reduceop.Kernel    = (*cuda.Kernel)(nil)
 	_ onebit.Kernel      = (*cuda.Kernel)(nil)
 )
+
+func TestConformance(t *testing.T) {
+	c := open(t)
+	devicetest.Run(t, c)
+	devicetest.RunMisuse(t, c)
+}
+
+// newBuffer allocates n elements of dt, freed when t ends.
+func newBuffer(t testing.TB, c *cuda.Context, dt reduceop.DType, n int) *cuda.Buffer {
+	t.Helper()
+	b, err := c.NewBuffer(dt, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free() })
+	return b
+}
+
+// newStream creates a stream, destroyed when t ends.
+func newStream(t testing.TB, c *cuda.Context) *cuda.Stream {
+	t.Helper()
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Destroy() })
+	return s.(*cuda.Stream)
+}
+
+func drain(t testing.TB, s device.Stream) {
+	t.Helper()
+	if err := s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func open(t testing.TB) *cuda.Context {
 	t.Helper()
@@ -77,6 +119,7 @@ var sizes = []int{0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 127, 1000, 4099, 6553
 func TestReduceMatchesApply(t *testing.T) {
 	c := open(t)
 	k := c.Kernel()
+	s := newStream(t, c)
 	r := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	for _, dt := range reduceop.DTypes {
@@ -102,8 +145,8 @@ func TestReduceMatchesApply(t *testing.T) {
 					if n < off {
 						continue
 					}
-					db, _ := c.Alloc(dt, n+1)
-					sb, _ := c.Alloc(dt, n+1)
+					db, _ := c.NewBuffer(dt, n+1)
+					sb, _ := c.NewBuffer(dt, n+1)
 					poison := make([]byte, (n+1)*dt.Size())
 					for i := range poison {
 						poison[i] = 0xff // NaN in every float dtype
@@ -111,13 +154,14 @@ func TestReduceMatchesApply(t *testing.T) {
 					db.CopyFromHost(ctx, 0, poison)
 					db.CopyFromHost(ctx, off*dt.Size(), a)
 					sb.CopyFromHost(ctx, off*dt.Size(), b)
-					if err := k.ReduceDevice(op, db.Slice(off, off+n), sb.Slice(off, off+n)); err != nil {
+					if err := s.Reduce(op, db.Slice(off, off+n), 0, sb.Slice(off, off+n), 0, n); err != nil {
 						t.Fatal(err)
 					}
+					drain(t, s)
 					out := make([]byte, n*dt.Size())
 					db.CopyToHost(ctx, out, off*dt.Size())
 					if string(out) != string(want) {
-						t.Errorf("ReduceDevice(%v, %v, n=%d, off=%d): differs from reduceop.Apply", dt, op, n, off)
+						t.Errorf("Stream.Reduce(%v, %v, n=%d, off=%d): differs from reduceop.Apply", dt, op, n, off)
 					}
 					db.Free()
 					sb.Free()
@@ -221,37 +265,39 @@ func sameF32(a, b []float32) bool {
 	return true
 }
 
-// BenchmarkReduceDevice measures device-resident float32 sum, 256 MiB per
-// buffer; bytes per op count the 3 passes over the buffer (read dst, read
-// src, write dst).
+// BenchmarkReduceDevice measures device-resident float32 sum on a stream,
+// 256 MiB per buffer; bytes per op count the 3 passes over the buffer
+// (read dst, read src, write dst).
 func BenchmarkReduceDevice(b *testing.B) {
 	c := open(b)
 	const n = 64 << 20
-	dst, _ := c.Alloc(reduceop.Float32, n)
-	src, _ := c.Alloc(reduceop.Float32, n)
-	defer dst.Free()
-	defer src.Free()
+	dst := newBuffer(b, c, reduceop.Float32, n)
+	src := newBuffer(b, c, reduceop.Float32, n)
+	s := newStream(b, c)
 	b.SetBytes(3 * 4 * n)
 	for b.Loop() {
-		if err := c.Kernel().ReduceDevice(reduceop.Sum, dst, src); err != nil {
+		if err := s.Reduce(reduceop.Sum, dst, 0, src, 0, n); err != nil {
 			b.Fatal(err)
 		}
+		drain(b, s)
 	}
 }
 
 // BenchmarkPackUpdateDevice measures the fused sign pack + error update on
-// 256 MiB of float32 (reads and writes err, writes n/8 bytes).
+// 256 MiB of float32 (reads and writes err, writes n/8 bytes), the scale
+// read from device memory.
 func BenchmarkPackUpdateDevice(b *testing.B) {
 	c := open(b)
 	const n = 64 << 20
-	e, _ := c.Alloc(reduceop.Float32, n)
-	bits, _ := c.Alloc(reduceop.Uint8, n/8)
-	defer e.Free()
-	defer bits.Free()
+	e := newBuffer(b, c, reduceop.Float32, n)
+	bits := newBuffer(b, c, reduceop.Uint8, n/8)
+	scale := newBuffer(b, c, reduceop.Float32, 1)
+	s := newStream(b, c)
 	b.SetBytes(2*4*n + n/8)
 	for b.Loop() {
-		if err := c.Kernel().PackUpdateDevice(bits, e, 0.5); err != nil {
+		if err := c.Kernel().PackUpdateOn(s, bits, e, scale); err != nil {
 			b.Fatal(err)
 		}
+		drain(b, s)
 	}
 }

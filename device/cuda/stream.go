@@ -193,7 +193,7 @@ func (s *Stream) Reduce(op reduceop.Op, dst device.Buffer, doff int, src device.
 	}
 	name, err := kernels.ReduceKernelName(db.dt, op)
 	if err != nil {
-		return invalid(what, "%v", err)
+		return fmt.Errorf("goccl: cuda: %s: %w (%w)", what, err, ErrInvalid)
 	}
 	if err := checkElems(what, "destination", db.dt, db.bytes(), doff, n); err != nil {
 		return err
@@ -225,7 +225,7 @@ func (s *Stream) Scale(dst device.Buffer, off int, n int, div int) error {
 	}
 	name, err := kernels.ScaleKernelName(b.dt)
 	if err != nil {
-		return invalid(what, "%v", err)
+		return fmt.Errorf("goccl: cuda: %s: %w (%w)", what, err, ErrInvalid)
 	}
 	if err := checkDivisor(what, b.dt, div); err != nil {
 		return err
@@ -252,6 +252,8 @@ func (c *Context) event(op string, x device.Event) (*Event, error) {
 		return nil, invalid(op, "event is a %T, not an event of %v", x, c)
 	case e.c != c:
 		return nil, invalid(op, "event of %v, not of %v", e.c, c)
+	case e.destroyed.Load():
+		return nil, invalid(op, "event used after Destroy")
 	}
 	return e, nil
 }
@@ -278,6 +280,12 @@ func (s *Stream) WaitEvent(e device.Event) error {
 // polls the stream (cuStreamQuery) with a backoff from 2µs to 1ms, so a
 // cancelled ctx returns within about a millisecond.
 func (s *Stream) Synchronize(ctx context.Context) error {
+	s.mu.Lock()
+	destroyed := s.destroyed
+	s.mu.Unlock()
+	if destroyed {
+		return invalid("synchronize stream", "stream used after Destroy")
+	}
 	return s.c.poll(ctx, "synchronize stream", s.s.Query)
 }
 
@@ -287,16 +295,20 @@ func (s *Stream) Synchronize(ctx context.Context) error {
 // scratch memory.
 func (s *Stream) Destroy() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.destroyed {
+	destroyed := s.destroyed
+	s.destroyed = true
+	s.mu.Unlock()
+	if destroyed {
 		return nil
 	}
-	s.destroyed = true
 	return s.c.do("destroy stream", func() error {
+		s.mu.Lock()
+		scratch := s.scratch
+		s.scratch = 0
+		s.mu.Unlock()
 		var errs []error
-		if s.scratch != 0 {
-			errs = append(errs, s.s.Synchronize(), cu.MemFree(s.scratch))
-			s.scratch = 0
+		if scratch != 0 {
+			errs = append(errs, s.s.Synchronize(), cu.MemFree(scratch))
 		}
 		if s.own {
 			errs = append(errs, s.s.Destroy())
@@ -343,8 +355,9 @@ func (c *Context) poll(ctx context.Context, op string, query func() error) error
 
 // Event is a CUDA event. It implements device.Event.
 type Event struct {
-	c *Context
-	e cu.Event
+	c         *Context
+	e         cu.Event
+	destroyed atomic.Bool
 }
 
 // NewEvent creates an event (with timing, for Elapsed); the Event is an
@@ -372,11 +385,17 @@ func (c *Context) newEvent() (*Event, error) {
 // Wait blocks until the work before e's last Record has run, or ctx ends.
 // It polls the event (cuEventQuery) as Stream.Synchronize polls a stream.
 func (e *Event) Wait(ctx context.Context) error {
+	if _, err := e.c.event("wait event", e); err != nil {
+		return err
+	}
 	return e.c.poll(ctx, "wait event", e.e.Query)
 }
 
 // Done reports whether the work before e's last Record has run.
 func (e *Event) Done() (bool, error) {
+	if _, err := e.c.event("query event", e); err != nil {
+		return false, err
+	}
 	done := false
 	err := e.c.do("query event", func() error {
 		switch err := e.e.Query(); err {
@@ -391,8 +410,12 @@ func (e *Event) Done() (bool, error) {
 	return done, err
 }
 
-// Destroy releases the event.
+// Destroy releases the event. Destroying twice is an error wrapping
+// ErrInvalid.
 func (e *Event) Destroy() error {
+	if e.destroyed.Swap(true) {
+		return invalid("destroy event", "event destroyed twice")
+	}
 	return e.c.do("destroy event", func() error { return cu.DestroyEvent(&e.e) })
 }
 
