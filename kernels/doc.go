@@ -18,15 +18,34 @@
 //     1-bit compressed allreduce with error feedback: compensate fused with
 //     the sum of squares, the scale, sign packing fused with the error
 //     update, and unpacking; see OneBitCompensateSumSq and the others.
+//     Sign packing has two entry points with the same results:
+//     OneBitPackUpdate (one thread per byte of bits, the default) and
+//     OneBitPackUpdateBallot (one thread per element, 32 signs per warp
+//     ballot, one 4-byte store per warp); which is faster awaits a GPU
+//     benchmark.
 //
 // Every kernel is written for BlockSize threads per block and any number of
 // blocks (grid-stride loops); device/cuda sizes grids from the device's
-// multiprocessor count. Element counts are uint64. Buffers that are 16-byte
-// aligned (all of cuMemAlloc's are) are moved with 16-byte loads and stores.
+// multiprocessor count. Element counts are uint64. The elementwise kernels
+// move data with 16-byte loads and stores at any start: the elements before
+// the first 16-byte boundary and after the last whole vector take a scalar
+// loop. For two buffers (reduce, compensate) that holds when they lie at the
+// same distance from a 16-byte boundary (as all of cuMemAlloc's buffers and
+// equal offsets into them do); otherwise the scalar loop takes all. The
+// 1-bit pack and unpack kernels vectorise 16-byte aligned float buffers.
+//
+// # Testing without a GPU
+//
+// The emulator in emu/ compiles the same .cu files as host C++ (with
+// emu/cuda_host.h in place of cuda_min.h) and runs every block and thread
+// of a launch, __syncthreads and the warp shuffle and ballot included, on
+// the CPU; TestEmulator checks every kernel against reduceop and
+// onebit.HostKernel at awkward sizes, start offsets 0..15 and grids smaller
+// and larger than the data. It needs clang++; see emu/README.md.
 //
 // # Regenerating
 //
-// After editing a .cu file or cuda_min.h:
+// After editing a .cu or .cuh file or cuda_min.h:
 //
 //	go generate ./kernels
 //

@@ -128,16 +128,16 @@ func (e *emulator) run(t *testing.T, name string, grid int, bufs []ebuf, args ..
 	}
 	var status uint32
 	if err := binary.Read(e.r, le, &status); err != nil {
-		t.Fatalf("%s: reading from the emulator: %v", name, err)
+		t.Fatalf("%s: reading from the emulator: %v (did it crash? see its stderr above)", name, err)
 	}
 	if status != 0 {
 		var n uint32
 		if err := binary.Read(e.r, le, &n); err != nil {
-			t.Fatalf("%s: reading from the emulator: %v", name, err)
+			t.Fatalf("%s: reading from the emulator: %v (did it crash? see its stderr above)", name, err)
 		}
 		msg := make([]byte, n)
 		if _, err := io.ReadFull(e.r, msg); err != nil {
-			t.Fatalf("%s: reading from the emulator: %v", name, err)
+			t.Fatalf("%s: reading from the emulator: %v (did it crash? see its stderr above)", name, err)
 		}
 		t.Fatalf("emulated launch of %s on %d blocks failed: %s", name, grid, msg)
 	}
@@ -145,7 +145,7 @@ func (e *emulator) run(t *testing.T, name string, grid int, bufs []ebuf, args ..
 	for i, b := range bufs {
 		res[i] = make([]byte, len(b.data))
 		if _, err := io.ReadFull(e.r, res[i]); err != nil {
-			t.Fatalf("%s: reading from the emulator: %v", name, err)
+			t.Fatalf("%s: reading from the emulator: %v (did it crash? see its stderr above)", name, err)
 		}
 	}
 	return res

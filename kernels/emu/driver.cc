@@ -18,7 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include <signal.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "../goccl.cu"
 
@@ -75,7 +78,8 @@ struct Fiber {
   u32 in, delta, out;
 };
 
-const int kStack = 64 << 10;
+// Each fiber's stack, with a page below it that faults on overflow.
+const int kStack = 64 << 10, kPage = 4096;
 
 Fiber fibers[GOCCL_BLOCK];
 char *stacks;
@@ -200,7 +204,7 @@ int resolve_warp(int w, std::string *err) {
 std::string run_block() {
   for (int t = 0; t < GOCCL_BLOCK; t++) {
     Fiber &f = fibers[t];
-    start_fiber(f, stacks + (size_t)t * kStack);
+    start_fiber(f, stacks + (size_t)t * (kStack + kPage) + kPage);
     f.idx = {(u32)t, 0, 0};
     f.state = kRun;
   }
@@ -234,6 +238,41 @@ std::string run_block() {
            " wait at __syncthreads, " + std::to_string(warp) +
            " at a warp collective that not all 32 lanes reach";
   }
+}
+
+const char *cur_name = "";
+
+// on_fault reports a kernel's bad memory access (or a fiber's stack
+// overflow) and ends the driver: a fault in a kernel is a failed test.
+void on_fault(int sig) {
+  char msg[512];
+  const int n = snprintf(msg, sizeof msg, "driver: %s in kernel %s, block %u, thread %u\n",
+                         sig == SIGSEGV ? "segmentation fault" : "bus error", cur_name,
+                         emu_block_idx.x, cur ? cur->idx.x : 0);
+  if (write(2, msg, n > 0 ? (size_t)n : 0) < 0) {
+  }
+  _exit(3);
+}
+
+void setup() {
+  const size_t per = kStack + kPage;
+  stacks = (char *)mmap(nullptr, per * GOCCL_BLOCK, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (stacks == MAP_FAILED) {
+    perror("driver: mmap");
+    exit(1);
+  }
+  for (int t = 0; t < GOCCL_BLOCK; t++) mprotect(stacks + t * per, kPage, PROT_NONE);
+  static char alt[64 << 10];
+  stack_t ss = {};
+  ss.ss_sp = alt;
+  ss.ss_size = sizeof alt;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa = {};
+  sa.sa_handler = on_fault;
+  sa.sa_flags = SA_ONSTACK;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
 }
 
 std::string launch(u32 grid, void (*thunk)(const u64 *), const u64 *args) {
@@ -404,7 +443,10 @@ bool serve() {
   if (err.empty() && k->nargs != nargs) {
     err = name + " takes " + std::to_string(k->nargs) + " arguments, not " + std::to_string(nargs);
   }
-  if (err.empty()) err = launch(grid, k->thunk, args.data());
+  if (err.empty()) {
+    cur_name = k->name;
+    err = launch(grid, k->thunk, args.data());
+  }
   for (size_t i = 0; i < bufs.size() && err.empty(); i++) err = guard_error(bufs[i], (int)i);
   if (!err.empty()) {
     reply_error(name + ": " + err);
@@ -429,7 +471,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: driver [-list] < launches > results\n");
     return 2;
   }
-  stacks = (char *)malloc((size_t)GOCCL_BLOCK * kStack);
+  setup();
   while (serve()) {
   }
   return 0;
