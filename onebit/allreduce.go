@@ -38,11 +38,11 @@ type Comm interface {
 // Inputs are checked before anything is sent: st must be made for
 // len(buf) elements and for c.Size() ranks, and hold no other rank's errors;
 // a refused call leaves st as it was. After a successful call st also holds
-// the scales and signs of the step (State.WorkerScale and the methods after
-// it). If a communication step fails,
-// the error names the step and the rank; buf is then unspecified, and the
-// errors in st may be half updated (call st.Reset on every rank to start the
-// error feedback afresh).
+// the scales and signs of the step (State.WorkerScale, WorkerScales,
+// ServerScale, ServerScales, WorkerSigns, ServerSigns). If a communication
+// step fails, the error names the step and the rank; buf is then
+// unspecified, and the errors in st may be half updated (call st.Reset on
+// every rank to start the error feedback afresh).
 func CompressedAllReduce(ctx context.Context, c Comm, buf []float32, st *State) error {
 	if err := check(c, buf, st); err != nil {
 		return err

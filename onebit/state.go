@@ -62,7 +62,7 @@ var ErrSize = errors.New("onebit: size mismatch")
 // divide 8:
 //
 //   - PaddedLen, a multiple of 8p. DeepSpeed's compressed_allreduce (in the
-//     NCCL, MPI and compressed backends alike) has no rule of its own: it
+//     NCCL, MPI, HCCL and compressed backends alike) has no rule of its own: it
 //     pads the buffer to the length of the worker error its caller
 //     allocated, and needs that length to be a multiple of 8p so that the
 //     packed signs split into p whole-byte chunks. Its backend tests
