@@ -146,6 +146,9 @@ func open(ordinal int, private bool) (*Context, error) {
 		return nil
 	})
 	if err != nil {
+		if c.mod != (cu.Module{}) {
+			c.onThread(c.mod.Unload)
+		}
 		c.release()
 		return nil, fmt.Errorf("goccl: cuda: open device %d: %w", ordinal, err)
 	}
