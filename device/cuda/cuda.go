@@ -234,8 +234,8 @@ func (c *Context) do(op string, f func() error) error {
 // thread's previous context back before unlocking. Calls thus run on the
 // caller's goroutine, concurrently, and leave a thread that the framework
 // uses as they found it; there is no goroutine of our own (gorgonia's
-// cu.Ctx starts one per context and creates the context itself, which
-// rules out the primary one).
+// cu.Ctx funnels calls through one, and its Close and finalizer destroy
+// the context, which must not happen to the primary one).
 func (c *Context) onThread(f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

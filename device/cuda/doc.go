@@ -58,9 +58,11 @@
 // The driver keeps a current context per OS thread. Every driver call of
 // this package runs on the calling goroutine, locked to its thread for the
 // duration of the call, with the Context's context made current and the
-// thread's previous context put back afterwards (see Context.onThread):
-// there is no goroutine per Context, calls on one Context run concurrently,
-// and a thread the framework uses is left as it was found. Each call also
+// thread's previous context put back afterwards: there is no goroutine per
+// Context, calls on one Context run concurrently, and a thread the
+// framework uses is left as it was found. (gorgonia's cu.Ctx is not used:
+// it funnels every call through one goroutine, and its Close and finalizer
+// destroy the context, which must never happen to the primary one.) Each call also
 // holds the Context open (a read lock that Close takes for writing), so
 // Close waits for calls in flight and later calls return ErrClosed.
 //
