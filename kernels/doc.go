@@ -32,7 +32,9 @@
 // loop. For two buffers (reduce, compensate) that holds when they lie at the
 // same distance from a 16-byte boundary (as all of cuMemAlloc's buffers and
 // equal offsets into them do); otherwise the scalar loop takes all. The
-// 1-bit pack and unpack kernels vectorise 16-byte aligned float buffers.
+// unpack kernels (accumulate, decompress) realign the bits to a float
+// buffer at any start; OneBitPackUpdate vectorises 16-byte aligned err only
+// (OneBitPackUpdateBallot uses no vectors and cares for no alignment).
 //
 // # Testing without a GPU
 //

@@ -220,6 +220,13 @@ static __device__ __forceinline__ v16 pm4(u32 byte, u32 k0, float s, v16 o) {
   return r;
 }
 
+// unpack_body is y[i] = (Add ? y[i] : 0) + (bit i ? s : -s) for i < n. The
+// body writes 8 floats (two 16-byte vectors) per step from 8 bits. When y
+// is not 16-byte aligned, the head (the 1-3 elements before y's first
+// 16-byte boundary) goes to the scalar loop, and the 8 elements of body
+// step j, head+8j .. head+8j+7, take their bits from the 16-bit window of
+// bytes j and j+1: those are its bits 15-head .. 8-head, so the window
+// shifted right by 8-head is the byte they would have at head 0.
 template <bool Add>
 static __device__ __forceinline__ void unpack_body(float *__restrict__ y,
                                                    const u8 *__restrict__ bits, u64 n,
@@ -227,26 +234,24 @@ static __device__ __forceinline__ void unpack_body(float *__restrict__ y,
   const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   const float s = *scale;
-  const u64 full = n / 8, nbytes = (n + 7) / 8;
-  const bool vec = aligned16(y);
-  for (u64 j = tid; j < nbytes; j += stride) {
-    const u32 byte = bits[j];
-    if (vec && j < full) {
-      v16 *yv = (v16 *)y + 2 * j;
-      v16 o0 = {0, 0, 0, 0}, o1 = {0, 0, 0, 0};
-      if (Add) {
-        o0 = yv[0];
-        o1 = yv[1];
-      }
-      yv[0] = pm4<Add>(byte, 0, s, o0);
-      yv[1] = pm4<Add>(byte, 4, s, o1);
-      continue;
+  const u64 head = head_elems<float>(y, n), steps = (n - head) / 8;
+  for (u64 j = tid; j < steps; j += stride) {
+    u32 byte = bits[j];
+    if (head != 0) byte = (byte << 8 | bits[j + 1]) >> (8 - head) & 0xff;
+    v16 *yv = (v16 *)(y + head) + 2 * j;
+    v16 o0 = {0, 0, 0, 0}, o1 = {0, 0, 0, 0};
+    if (Add) {
+      o0 = yv[0];
+      o1 = yv[1];
     }
-    const u64 base = 8 * j;
-    const u32 m = n - base < 8 ? (u32)(n - base) : 8;
-    for (u32 k = 0; k < m; k++) {
-      y[base + k] = Add ? y[base + k] + pm(byte, k, s) : pm(byte, k, s);
-    }
+    yv[0] = pm4<Add>(byte, 0, s, o0);
+    yv[1] = pm4<Add>(byte, 4, s, o1);
+  }
+  const u64 body = 8 * steps;
+  for (u64 j = tid; j < n - body; j += stride) {
+    const u64 i = rest_index(j, head, body);
+    const float v = pm(bits[i / 8], i % 8, s);
+    y[i] = Add ? y[i] + v : v;
   }
 }
 
