@@ -196,6 +196,10 @@ func TestWrapStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	drain(t, own)
+
+	ps := newStream(t, openPrivate(t))
+	_, err = c.WrapStream(ps.Handle())
+	wantInvalid(t, "WrapStream of a private context's stream", err)
 }
 
 // TestAsyncCopyNeedsPinned: the stream copies refuse host memory that is

@@ -11,6 +11,10 @@ static CUresult goccl_wait_value(CUstream s, CUdeviceptr addr, cuuint32_t v) {
 	return cuStreamWaitValue32_v2(s, addr, v, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
+static CUresult goccl_stream_ctx(CUstream s, CUcontext *ctx) {
+	return cuStreamGetCtx(s, ctx);
+}
+
 static CUresult goccl_host_device_pointer(CUdeviceptr *d, void *p) {
 	return cuMemHostGetDevicePointer(d, p, 0);
 }
@@ -47,8 +51,8 @@ type Stream struct {
 	own bool
 
 	mu        sync.Mutex   // guards the fields below
-	destroyed bool         //
-	scratch   cu.DevicePtr // 1-bit partial sums, then the sum of squares; see scratch
+	destroyed bool         // by Destroy
+	scratch   cu.DevicePtr // 1-bit partial sums, then the sum of squares; see scratchMem
 }
 
 // NewStream creates a stream that does not synchronize with the null
@@ -78,10 +82,25 @@ func (c *Context) newStream() (*Stream, error) {
 // and kernels are ordered with the framework's work on it. Destroy does not
 // destroy the CUstream, which must outlive every use of the Stream; 0 is
 // the legacy null stream. The stream must belong to c's CUDA context (with
-// Open, the framework's streams on the same device do).
+// Open, the framework's streams on the same device do): the driver is
+// asked (cuStreamGetCtx), and a stream of another context, or a handle it
+// does not know, gives an error wrapping ErrInvalid.
 func (c *Context) WrapStream(s uintptr) (*Stream, error) {
 	st := &Stream{c: c}
 	*(*uintptr)(unsafe.Pointer(&st.s)) = s
+	var ctx C.CUcontext
+	err := c.do("wrap stream", func() error {
+		if r := C.goccl_stream_ctx(raw(st.s), &ctx); r != C.CUDA_SUCCESS {
+			return invalid("wrap stream", "cuStreamGetCtx(%#x): CUresult %d", s, int(r))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if uintptr(unsafe.Pointer(ctx)) != c.Handle() {
+		return nil, invalid("wrap stream", "stream %#x belongs to CUDA context %#x, not %v's %#x", s, uintptr(unsafe.Pointer(ctx)), c, c.Handle())
+	}
 	return st, nil
 }
 
