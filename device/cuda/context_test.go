@@ -262,6 +262,35 @@ func TestHoldStopsStream(t *testing.T) {
 	}
 }
 
+// TestDestroyDoesNotWait: Destroy of a stream whose 1-bit scratch memory
+// is still in use behind a Hold returns at once, and the work still runs.
+func TestDestroyDoesNotWait(t *testing.T) {
+	c := open(t)
+	st, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.Hold()
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("holds unsupported here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, sc := newBuffer(t, c, reduceop.Float32, 1000), newBuffer(t, c, reduceop.Float32, 1)
+	must(t, eb.CopyFromHost(context.Background(), 0, make([]byte, 4000)))
+	must(t, c.Kernel().CompensateNormOn(st, eb, nil, nil, sc))
+	e, err := c.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Destroy()
+	must(t, st.Record(e))
+	must(t, st.Destroy()) // would never return if it waited for the stream
+	h.Release()
+	must(t, e.Wait(context.Background()))
+}
+
 // TestCloseWhileCallsInFlight: calls racing with Close either complete or
 // return ErrClosed; none reaches the driver after the context is gone.
 // Run it under -race too.

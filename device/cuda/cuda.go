@@ -85,6 +85,9 @@ type Context struct {
 	hosts  hostRanges
 	holds  holdPool
 	kernel *Kernel
+
+	retiredMu sync.Mutex
+	retired   []retired // see retire
 }
 
 // OpenLocal opens a Context on LocalDevice().
@@ -204,7 +207,7 @@ func (c *Context) Close() error {
 		if err := cu.Synchronize(); err != nil {
 			return err // memory the device may still use is not freed
 		}
-		return errors.Join(c.kernel.free(), c.holds.free(), c.mod.Unload())
+		return errors.Join(c.kernel.free(), c.holds.free(), c.sweep(true), c.mod.Unload())
 	})}
 	errs = append(errs, c.release())
 	if err := errors.Join(errs...); err != nil {

@@ -309,9 +309,9 @@ func (s *Stream) Synchronize(ctx context.Context) error {
 }
 
 // Destroy releases the stream after the work enqueued on it has run
-// (cuStreamDestroy); for a wrapped stream it only drops goccl's state. If
-// 1-bit steps ran on the stream, it first waits for them, to free their
-// scratch memory.
+// (cuStreamDestroy), without waiting for it; for a wrapped stream it only
+// drops goccl's state. Scratch memory of 1-bit steps that ran on the stream
+// is freed once an event recorded at the stream's end has completed.
 func (s *Stream) Destroy() error {
 	s.mu.Lock()
 	destroyed := s.destroyed
@@ -327,13 +327,60 @@ func (s *Stream) Destroy() error {
 		s.mu.Unlock()
 		var errs []error
 		if scratch != 0 {
-			errs = append(errs, s.s.Synchronize(), cu.MemFree(scratch))
+			errs = append(errs, s.c.retire(s.s, scratch))
 		}
 		if s.own {
 			errs = append(errs, s.s.Destroy())
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// retired is device memory that work on a destroyed stream may still use,
+// to be freed when the event recorded at the stream's end completes.
+type retired struct {
+	p cu.DevicePtr
+	e cu.Event
+}
+
+// retire frees p once the work enqueued on s so far has run, without
+// waiting for it: an event is recorded on s and p is freed by a later
+// sweep, or by Close. Call inside do.
+func (c *Context) retire(s cu.Stream, p cu.DevicePtr) error {
+	e, err := cu.MakeEvent(cu.DisableTiming)
+	if err == nil {
+		if err = e.Record(s); err != nil {
+			cu.DestroyEvent(&e)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("retire scratch memory: %w", err)
+	}
+	c.retiredMu.Lock()
+	c.retired = append(c.retired, retired{p, e})
+	c.retiredMu.Unlock()
+	return c.sweep(false)
+}
+
+// sweep frees the retired memory whose event has completed, or all of it
+// if all (Close, after the device has finished). Call inside do or Close.
+func (c *Context) sweep(all bool) error {
+	c.retiredMu.Lock()
+	defer c.retiredMu.Unlock()
+	var errs []error
+	keep := c.retired[:0]
+	for _, r := range c.retired {
+		if !all {
+			if err := r.e.Query(); err == cu.NotReady {
+				keep = append(keep, r)
+				continue
+			}
+		}
+		errs = append(errs, cu.MemFree(r.p), cu.DestroyEvent(&r.e))
+	}
+	clear(c.retired[len(keep):])
+	c.retired = keep
+	return errors.Join(errs...)
 }
 
 // poll calls query inside do until it reports done (nil) or fails (not
@@ -365,7 +412,10 @@ func (c *Context) poll(ctx context.Context, op string, query func() error) error
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("goccl: cuda: %s on %v: %w", op, c, context.Cause(ctx))
+			if cause := context.Cause(ctx); cause != ctx.Err() {
+				return fmt.Errorf("goccl: cuda: %s on %v: %w (%w)", op, c, ctx.Err(), cause)
+			}
+			return fmt.Errorf("goccl: cuda: %s on %v: %w", op, c, ctx.Err())
 		case <-t.C:
 		}
 		wait = min(2*wait, time.Millisecond)
