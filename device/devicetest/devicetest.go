@@ -202,6 +202,24 @@ func check(t *testing.T, what string, err error) {
 	}
 }
 
+// stuckFor is how long stuck watches an event that must not complete. A
+// correct device never completes it, so this bounds how long a broken one
+// has to show itself, not how fast a correct one is.
+const stuckFor = 20 * time.Millisecond
+
+// stuck fails t if e is done or completes within stuckFor.
+func stuck(t *testing.T, e device.Event, what string) {
+	t.Helper()
+	if done(t, e) {
+		t.Fatalf("%s is done", what)
+	}
+	c, cancel := context.WithTimeout(context.Background(), stuckFor)
+	defer cancel()
+	if err := e.Wait(c); err == nil {
+		t.Fatalf("%s completed", what)
+	}
+}
+
 // done reports e.Done, failing t on an error.
 func done(t *testing.T, e device.Event) bool {
 	t.Helper()
@@ -466,7 +484,18 @@ func testInOrder(t *testing.T, dev device.Device) {
 }
 
 // held returns a stream stopped by a Hold and the Hold, released when t
-// ends at the latest.
+// ends at the latest. The caller also defers settle: deferred calls run
+// before cleanups, so a test that fails still lets the held work run
+// before the memory it uses is freed (on CUDA that Free would wait for the
+// held stream for ever; hostsim fails the device).
+// settle releases h and waits for s.
+func settle(t *testing.T, s device.Stream, h device.Hold) {
+	h.Release()
+	if err := s.Synchronize(ctx(t)); err != nil {
+		t.Errorf("Synchronize after Release: %v", err)
+	}
+}
+
 func held(t *testing.T, dev device.Device) (device.Stream, device.Hold) {
 	t.Helper()
 	s, err := dev.NewStream()
@@ -495,6 +524,7 @@ func testEventJoinsStreams(t *testing.T, dev device.Device) {
 	const size = 1 << 16
 	r := seed(t)
 	s1, h := held(t, dev)
+	defer settle(t, s1, h)
 	s2 := newStream(t, dev)
 	a := alloc(t, dev, reduceop.Uint8, size)
 	b := alloc(t, dev, reduceop.Uint8, size)
@@ -514,14 +544,7 @@ func testEventJoinsStreams(t *testing.T, dev device.Device) {
 	if done(t, e) {
 		t.Fatal("event recorded behind a Hold is done before the Release")
 	}
-	if done(t, e2) {
-		t.Fatal("work after WaitEvent ran before the event completed")
-	}
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if err := e2.Wait(c); err == nil {
-		t.Fatal("Wait on a stream waiting for a held one returned without error")
-	}
+	stuck(t, e2, "work after WaitEvent on an event behind a Hold")
 	h.Release()
 	check(t, "Wait", e2.Wait(ctx(t)))
 	if !done(t, e) || !done(t, e2) {
@@ -536,6 +559,7 @@ func testEventJoinsStreams(t *testing.T, dev device.Device) {
 // not for one made later; Wait waits for the last Record.
 func testWaitEventTakesLastRecord(t *testing.T, dev device.Device) {
 	s1, h := held(t, dev)
+	defer settle(t, s1, h)
 	s2 := newStream(t, dev)
 	s3 := newStream(t, dev)
 	e := newEvent(t, dev)
@@ -548,15 +572,14 @@ func testWaitEventTakesLastRecord(t *testing.T, dev device.Device) {
 	check(t, "Record", s3.Record(e))
 	check(t, "Wait", e.Wait(ctx(t)))
 	synchronize(t, s3)
-	if done(t, e2) {
-		t.Fatal("WaitEvent followed a Record made after it")
-	}
+	stuck(t, e2, "work after a WaitEvent whose Record is behind a Hold (re-recorded elsewhere since)")
 	h.Release()
 	check(t, "Wait", e2.Wait(ctx(t)))
 
 	// And the other way: a Record on a held stream after a WaitEvent
 	// does not hold the waiting stream back.
 	s4, h4 := held(t, dev)
+	defer settle(t, s4, h4)
 	f := newEvent(t, dev)
 	f2 := newEvent(t, dev)
 	check(t, "Record", s3.Record(f))
@@ -593,6 +616,7 @@ func testHold(t *testing.T, dev device.Device) {
 	const size = 4096
 	r := seed(t)
 	s, h := held(t, dev)
+	defer settle(t, s, h)
 	other := newStream(t, dev)
 	b := alloc(t, dev, reduceop.Uint8, size)
 	old := randBytes(r, size)
@@ -607,9 +631,7 @@ func testHold(t *testing.T, dev device.Device) {
 	if got := download(t, dev, other, b, size); !bytes.Equal(got, old) {
 		t.Fatal("work behind a Hold ran before the Release")
 	}
-	if done(t, e) {
-		t.Fatal("event behind a Hold is done before the Release")
-	}
+	stuck(t, e, "event behind a Hold")
 	h.Release()
 	h.Release()
 	synchronize(t, s)
@@ -626,14 +648,14 @@ func testHoldsOutOfOrder(t *testing.T, dev device.Device) {
 	s := newStream(t, dev)
 	h1, err := s.Hold()
 	check(t, "Hold", err)
+	defer h1.Release()
 	h2, err := s.Hold()
 	check(t, "Hold", err)
+	defer h2.Release()
 	e := newEvent(t, dev)
 	check(t, "Record", s.Record(e))
 	h2.Release()
-	if done(t, e) {
-		t.Fatal("event after two Holds done with the first not released")
-	}
+	stuck(t, e, "event after two Holds with only the second released")
 	h1.Release()
 	check(t, "Wait", e.Wait(ctx(t)))
 }
@@ -642,6 +664,7 @@ func testHoldsOutOfOrder(t *testing.T, dev device.Device) {
 // an error that wraps ctx's.
 func testSynchronizeContext(t *testing.T, dev device.Device) {
 	s, h := held(t, dev)
+	defer settle(t, s, h)
 	e := newEvent(t, dev)
 	check(t, "Record", s.Record(e))
 
@@ -689,6 +712,10 @@ func testDestroyPending(t *testing.T, dev device.Device) {
 	data := randBytes(r, size)
 	copy(in, data)
 	e := newEvent(t, dev)
+	defer func() {
+		h.Release()
+		e.Wait(ctx(t))
+	}()
 	check(t, "CopyFromHost", s.CopyFromHost(b, 0, in))
 	check(t, "Record", s.Record(e))
 	check(t, "Destroy", s.Destroy())
