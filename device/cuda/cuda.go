@@ -314,6 +314,7 @@ type Buffer struct {
 	n   int
 	own bool
 
+	base  cu.DevicePtr // for memory from OpenIPC: the mapping, unmapped by Free
 	freed atomic.Bool
 }
 
@@ -360,23 +361,9 @@ func (c *Context) Wrap(ptr uintptr, dt reduceop.DType, n int) (*Buffer, error) {
 	}
 	var info ptrInfo
 	if dt.Valid() && n > 0 {
-		err := c.do("wrap", func() error {
-			var memType C.uint
-			var ordinal C.int
-			var start C.CUdeviceptr
-			var size C.size_t
-			var ctx C.CUcontext
-			if r := C.goccl_pointer_info(C.CUdeviceptr(ptr), &memType, &ordinal, &start, &size, &ctx); r != C.CUDA_SUCCESS {
-				return fmt.Errorf("cuPointerGetAttributes(%#x): CUresult %d", ptr, int(r))
-			}
-			info = ptrInfo{
-				device:     C.goccl_memtype_device(memType) != 0,
-				ordinal:    int(ordinal),
-				start:      uintptr(start),
-				size:       uintptr(size),
-				sameOrNone: ctx == nil || uintptr(unsafe.Pointer(ctx)) == c.Handle(),
-			}
-			return nil
+		err := c.do("wrap", func() (err error) {
+			info, err = c.pointerInfo(ptr)
+			return err
 		})
 		if err != nil {
 			return nil, err
@@ -386,6 +373,27 @@ func (c *Context) Wrap(ptr uintptr, dt reduceop.DType, n int) (*Buffer, error) {
 		return nil, err
 	}
 	return &Buffer{c: c, ptr: cu.DevicePtr(ptr), dt: dt, n: n}, nil
+}
+
+// pointerInfo asks the driver what p is (cuPointerGetAttributes, which
+// answers for any address: unknown ones are not device memory). Call
+// inside do.
+func (c *Context) pointerInfo(p uintptr) (ptrInfo, error) {
+	var memType C.uint
+	var ordinal C.int
+	var start C.CUdeviceptr
+	var size C.size_t
+	var ctx C.CUcontext
+	if r := C.goccl_pointer_info(C.CUdeviceptr(p), &memType, &ordinal, &start, &size, &ctx); r != C.CUDA_SUCCESS {
+		return ptrInfo{}, fmt.Errorf("cuPointerGetAttributes(%#x): CUresult %d", p, int(r))
+	}
+	return ptrInfo{
+		device:     C.goccl_memtype_device(memType) != 0,
+		ordinal:    int(ordinal),
+		start:      uintptr(start),
+		size:       uintptr(size),
+		sameOrNone: ctx == nil || uintptr(unsafe.Pointer(ctx)) == c.Handle(),
+	}, nil
 }
 
 // DType returns the element type.
@@ -409,14 +417,18 @@ func (b *Buffer) Slice(lo, hi int) *Buffer {
 	return &Buffer{c: b.c, ptr: b.ptr + cu.DevicePtr(lo*b.dt.Size()), dt: b.dt, n: hi - lo}
 }
 
-// Free releases the memory of a buffer made by Alloc or NewBuffer; it does
-// nothing more for a slice or wrapped memory than mark the Buffer unusable.
+// Free releases the memory of a buffer made by Alloc or NewBuffer, unmaps
+// memory from OpenIPC, and does nothing more for a slice or wrapped memory
+// than mark the Buffer unusable.
 // Freeing twice is an error wrapping ErrInvalid.
 func (b *Buffer) Free() error {
 	if b.freed.Swap(true) {
 		return invalid("free", "buffer freed twice")
 	}
-	if !b.own || b.ptr == 0 {
+	switch {
+	case b.base != 0:
+		return b.c.do("free", func() error { return closeIPC(b.base) })
+	case !b.own || b.ptr == 0:
 		return nil
 	}
 	return b.c.do("free", func() error { return cu.MemFree(b.ptr) })

@@ -220,3 +220,17 @@ func (k *Kernel) AccumulateSignsOn(s device.Stream, dst, bits, scale device.Buff
 func (k *Kernel) DecompressOn(s device.Stream, dst, bits, scale device.Buffer) error {
 	return ErrNotBuilt
 }
+
+// IPCHandle names a Buffer's memory for another process on the same machine.
+type IPCHandle struct {
+	Mem    [64]byte // CUipcMemHandle of the allocation holding the buffer
+	Offset int      // bytes from the allocation's start to element 0
+	DType  reduceop.DType
+	Len    int
+}
+
+// IPCHandle returns the handle another process passes to OpenIPC.
+func (b *Buffer) IPCHandle() (IPCHandle, error) { return IPCHandle{}, ErrNotBuilt }
+
+// OpenIPC maps the memory another process named with IPCHandle.
+func (c *Context) OpenIPC(h IPCHandle) (*Buffer, error) { return nil, ErrNotBuilt }
