@@ -69,6 +69,11 @@ func (c *Comm) allToAll(send any, sendCounts []int, recv any, recvCounts []int) 
 	if sendCounts == nil && recvCounts == nil {
 		count = rv.n
 	}
+	if sv.dev != nil && rv.dev != nil {
+		if err := c.sameDevice(name, sv, rv); err != nil {
+			return nil, err
+		}
+	}
 	return c.allToAllv(name, []view{sv}, sc, rv, rc, count), nil
 }
 
@@ -83,6 +88,20 @@ func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int,
 	}
 	k := c.newCall(name, rv.dt, bytes, a).agree(count, 0, -1)
 	p := c.peers(k, rv.dt, nil)
+	if len(parts) == 1 && parts[0].dev != nil && rv.dev != nil {
+		k.useDevice(rv.dev.Device())
+		sv := parts[0]
+		k.run = func(ctx context.Context) error {
+			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, recv []byte) error {
+				send, err := dp.stand(sv.dev, 0, sv.bytes())
+				if err != nil {
+					return err
+				}
+				return fn(ctx, dp, send, sc, recv, rc)
+			})
+		}
+		return k
+	}
 	k.run = func(ctx context.Context) error {
 		var sendHost []byte
 		if len(parts) == 1 && parts[0].dev == nil {

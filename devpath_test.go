@@ -263,6 +263,18 @@ var deviceCollectives = map[string]deviceCollective{
 		func(ctx context.Context, c *goccl.Comm, send, recv any, _ reduceop.Op) error {
 			return c.AllGather(ctx, send, recv)
 		}, false},
+	"alltoall": {algo.AllToAll, func(n, c int) int { return n * c }, func(n, c int) int { return n * c },
+		func(ctx context.Context, c *goccl.Comm, send, recv any, _ reduceop.Op) error {
+			return c.AllToAll(ctx, send, recv)
+		}, false},
+	"gather": {algo.Gather, func(n, c int) int { return c }, func(n, c int) int { return n * c },
+		func(ctx context.Context, c *goccl.Comm, send, recv any, _ reduceop.Op) error {
+			return c.Gather(ctx, send, recv, c.Size()-1)
+		}, false},
+	"scatter": {algo.Scatter, func(n, c int) int { return n * c }, func(n, c int) int { return c },
+		func(ctx context.Context, c *goccl.Comm, send, recv any, _ reduceop.Op) error {
+			return c.Scatter(ctx, send, recv, 0)
+		}, false},
 	"reducescatter": {algo.ReduceScatter, func(n, c int) int { return n * c }, func(n, c int) int { return c },
 		func(ctx context.Context, c *goccl.Comm, send, recv any, op reduceop.Op) error {
 			return c.ReduceScatter(ctx, send, recv, op)

@@ -30,6 +30,48 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 	k := c.newCall(name, sv.dt, sv.bytes()*n, a).agree(sv.n, 0, root)
 	p := c.peers(k, sv.dt, nil)
 	counts := equalCounts(n, sv.n)
+	if sv.dev != nil && (c.rank != root || rv.dev != nil) {
+		if c.rank == root {
+			if err := c.sameDevice(name, sv, rv); err != nil {
+				return err
+			}
+		}
+		k.useDevice(sv.dev.Device())
+		sb := sv.bytes()
+		k.run = func(ctx context.Context) error {
+			if c.rank != root {
+				// The algorithm gathers subtrees into a buffer of all
+				// blocks: device scratch, this rank's block first.
+				return c.onDevice(ctx, p, sv, 0, func(dp *devPeers, send []byte) error {
+					all := dp.GetScratch(sb * n)
+					if err := dp.Copy(all[c.rank*sb:(c.rank+1)*sb], send); err != nil {
+						return err
+					}
+					if n > 1 && len(all) > 0 {
+						if err := fn(ctx, dp, all, counts, root); err != nil {
+							return err
+						}
+					}
+					dp.PutScratch(all)
+					return nil
+				})
+			}
+			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, recv []byte) error {
+				send, err := dp.stand(sv.dev, 0, sb)
+				if err != nil {
+					return err
+				}
+				if err := dp.Copy(recv[c.rank*sb:(c.rank+1)*sb], send); err != nil {
+					return err
+				}
+				if n > 1 && len(recv) > 0 {
+					return fn(ctx, dp, recv, counts, root)
+				}
+				return nil
+			})
+		}
+		return k.exec(ctx)
+	}
 	k.run = func(ctx context.Context) error {
 		var s staged
 		var host []byte
@@ -80,6 +122,45 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 	k := c.newCall(name, rv.dt, rv.bytes()*n, a).agree(rv.n, 0, root)
 	p := c.peers(k, rv.dt, nil)
 	counts := equalCounts(n, rv.n)
+	if rv.dev != nil && (c.rank != root || sv.dev != nil) {
+		if c.rank == root {
+			if err := c.sameDevice(name, sv, rv); err != nil {
+				return err
+			}
+		}
+		k.useDevice(rv.dev.Device())
+		rb := rv.bytes()
+		k.run = func(ctx context.Context) error {
+			if c.rank == root { // the algorithm only reads root's buffer
+				return c.onDevice(ctx, p, sv, 0, func(dp *devPeers, send []byte) error {
+					if n > 1 && len(send) > 0 {
+						if err := fn(ctx, dp, send, counts, root); err != nil {
+							return err
+						}
+					}
+					recv, err := dp.stand(rv.dev, 0, rb)
+					if err != nil {
+						return err
+					}
+					return dp.Copy(recv, send[c.rank*rb:(c.rank+1)*rb])
+				})
+			}
+			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, recv []byte) error {
+				all := dp.GetScratch(rb * n)
+				if n > 1 && len(all) > 0 {
+					if err := fn(ctx, dp, all, counts, root); err != nil {
+						return err
+					}
+				}
+				if err := dp.Copy(recv, all[c.rank*rb:(c.rank+1)*rb]); err != nil {
+					return err
+				}
+				dp.PutScratch(all)
+				return nil
+			})
+		}
+		return k.exec(ctx)
+	}
 	k.run = func(ctx context.Context) error {
 		var host []byte
 		if c.rank == root && sv.dev == nil {
