@@ -384,7 +384,11 @@ func (c *Context) pointerInfo(p uintptr) (ptrInfo, error) {
 	var start C.CUdeviceptr
 	var size C.size_t
 	var ctx C.CUcontext
-	if r := C.goccl_pointer_info(C.CUdeviceptr(p), &memType, &ordinal, &start, &size, &ctx); r != C.CUDA_SUCCESS {
+	switch r := C.goccl_pointer_info(C.CUdeviceptr(p), &memType, &ordinal, &start, &size, &ctx); r {
+	case C.CUDA_SUCCESS:
+	case C.CUDA_ERROR_INVALID_VALUE: // an address the driver does not know
+		return ptrInfo{ordinal: -1}, nil
+	default:
 		return ptrInfo{}, fmt.Errorf("cuPointerGetAttributes(%#x): CUresult %d", p, int(r))
 	}
 	return ptrInfo{
