@@ -190,7 +190,9 @@ func newEvent(t *testing.T, dev device.Device) device.Event {
 
 func synchronize(t *testing.T, s device.Stream) {
 	t.Helper()
-	if err := s.Synchronize(ctx(t)); err != nil {
+	c, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := s.Synchronize(c); err != nil {
 		t.Fatalf("Synchronize: %v", err)
 	}
 }

@@ -52,3 +52,30 @@ func Example() {
 	// 2;4;6;8;
 	// true
 }
+
+// The timeline shows what each stream ran, in order, with its times.
+func ExampleDevice_StartTimeline() {
+	dev := hostsim.New(hostsim.Latency{Launch: time.Millisecond})
+	defer dev.Close()
+	dev.StartTimeline()
+	s, _ := dev.NewStream()
+	stream := s.(*hostsim.Stream)
+	stream.Launch("forward", func() {})
+	h, _ := stream.Hold()
+	stream.Launch("backward", func() {})
+	h.Release()
+	stream.Synchronize(context.Background())
+	slow := true
+	for _, sp := range dev.Timeline() {
+		fmt.Printf("stream %d: %v %q\n", sp.Stream, sp.Kind, sp.Name)
+		if sp.Kind == hostsim.KindLaunch && sp.End.Sub(sp.Start) < time.Millisecond {
+			slow = false
+		}
+	}
+	fmt.Println("every launch took at least 1ms:", slow)
+	// Output:
+	// stream 0: launch "forward"
+	// stream 0: hold ""
+	// stream 0: launch "backward"
+	// every launch took at least 1ms: true
+}

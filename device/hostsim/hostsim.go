@@ -3,6 +3,7 @@ package hostsim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -166,8 +167,8 @@ func (d *Device) Alloc(dt reduceop.DType, n int) (device.Buffer, error) {
 	if !dt.Valid() {
 		return nil, d.errorf("alloc", "invalid dtype %v", dt)
 	}
-	if n < 0 {
-		return nil, d.errorf("alloc", "negative length %d", n)
+	if n < 0 || n > math.MaxInt/dt.Size()-align {
+		return nil, d.errorf("alloc", "%d elements of %v: invalid length", n, dt)
 	}
 	return &Buffer{a: &alloc{d: d}, root: true, dt: dt, n: n, mem: alignedBytes(n * dt.Size())}, nil
 }
@@ -199,8 +200,8 @@ func (d *Device) AllocHost(n int) (device.Host, error) {
 	if err := d.check("alloc host"); err != nil {
 		return nil, err
 	}
-	if n < 0 {
-		return nil, d.errorf("alloc host", "negative length %d", n)
+	if n < 0 || n > math.MaxInt-align {
+		return nil, d.errorf("alloc host", "%d bytes: invalid length", n)
 	}
 	h := &Host{d: d, b: alignedBytes(n)}
 	if n == 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -200,7 +201,9 @@ func TestArgumentErrors(t *testing.T) {
 	wantErr(t, "WaitEvent on another device's event", s.WaitEvent(fe), hostsim.ErrForeign)
 	wantErr(t, "Reduce with an unsupported op", s.Reduce(reduceop.Avg, i32, 0, i32, 0, 1), reduceop.ErrUnsupported)
 
+	_, hugeErr := dev.Alloc(reduceop.Float64, math.MaxInt/4)
 	bad := map[string]error{
+		"Alloc of MaxInt/4 float64":         hugeErr,
 		"Copy between overlapping ranges":   s.Copy(a, 0, a, 4, 8),
 		"Copy into a slice overlapping src": s.Copy(a.Slice(1, 4), 0, a, 0, 8),
 		"Reduce of overlapping ranges":      s.Reduce(reduceop.Sum, a, 0, a, 4, 2),
