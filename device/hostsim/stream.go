@@ -18,7 +18,7 @@ type Stream struct {
 	wake chan struct{} // a token when the queue grows or the stream is destroyed
 
 	mu        sync.Mutex // guards the fields below
-	queue     []*op
+	queue     []*work
 	enqueued  uint64        // ops ever enqueued
 	completed uint64        // ops run (or skipped), a prefix of those enqueued
 	progress  chan struct{} // closed and replaced whenever completed grows
@@ -27,8 +27,8 @@ type Stream struct {
 
 var _ device.Stream = (*Stream)(nil)
 
-// op is one piece of work on a stream.
-type op struct {
+// work is one piece of work on a stream.
+type work struct {
 	kind  Kind
 	name  string
 	bytes int
@@ -83,7 +83,7 @@ func (s *Stream) run() {
 }
 
 // exec runs o unless the device has failed, and records it on the timeline.
-func (s *Stream) exec(o *op) {
+func (s *Stream) exec(o *work) {
 	d := s.d
 	d.mu.Lock()
 	failed := d.sticky != nil
@@ -114,7 +114,7 @@ func (s *Stream) exec(o *op) {
 }
 
 // enqueue appends o after checking that the device and stream are usable.
-func (s *Stream) enqueue(what string, o *op) error {
+func (s *Stream) enqueue(what string, o *work) error {
 	if err := s.d.check(what); err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (s *Stream) span(op, name string, b *Buffer, off, n int) error {
 	return nil
 }
 
-// freedCheck returns an op.check that fails if any of bs or hs was freed.
+// freedCheck returns a work.check that fails if any of bs or hs was freed.
 func freedCheck(bs []*Buffer, hs []*Host) func() error {
 	return func() error {
 		for _, b := range bs {
@@ -224,7 +224,7 @@ func (s *Stream) CopyToHost(dst []byte, src device.Buffer, off int) error {
 		return err
 	}
 	n := len(dst)
-	return s.enqueue(what, &op{
+	return s.enqueue(what, &work{
 		kind: KindCopyToHost, name: fmt.Sprintf("%d bytes", n), bytes: n, delay: s.d.lat.copyTime(n),
 		check: freedCheck([]*Buffer{b}, []*Host{h}),
 		run:   func() { copy(dst, b.mem[off:off+n]) },
@@ -247,7 +247,7 @@ func (s *Stream) CopyFromHost(dst device.Buffer, off int, src []byte) error {
 		return err
 	}
 	n := len(src)
-	return s.enqueue(what, &op{
+	return s.enqueue(what, &work{
 		kind: KindCopyFromHost, name: fmt.Sprintf("%d bytes", n), bytes: n, delay: s.d.lat.copyTime(n),
 		check: freedCheck([]*Buffer{b}, []*Host{h}),
 		run:   func() { copy(b.mem[off:off+n], src) },
@@ -287,7 +287,7 @@ func (s *Stream) Copy(dst device.Buffer, doff int, src device.Buffer, soff int, 
 	if overlap(db, doff, sb, soff, n) {
 		return s.errorf(what, "source and destination ranges of %d bytes overlap", n)
 	}
-	return s.enqueue(what, &op{
+	return s.enqueue(what, &work{
 		kind: KindCopy, name: fmt.Sprintf("%d bytes", n), bytes: n, delay: s.d.lat.copyTime(n),
 		check: freedCheck([]*Buffer{db, sb}, nil),
 		run:   func() { copy(db.mem[doff:doff+n], sb.mem[soff:soff+n]) },
@@ -313,8 +313,8 @@ func (s *Stream) elems(what, name string, b *Buffer, off, n int) (int, error) {
 // Reduce computes dst[i] = dst[i] op src[i] for n elements with
 // reduceop.Apply. dst and src must have the same dtype, the offsets must be
 // multiples of its size and the ranges must be the same or disjoint.
-func (s *Stream) Reduce(op_ reduceop.Op, dst device.Buffer, doff int, src device.Buffer, soff int, n int) error {
-	what := "reduce " + op_.String()
+func (s *Stream) Reduce(op reduceop.Op, dst device.Buffer, doff int, src device.Buffer, soff int, n int) error {
+	what := "reduce " + op.String()
 	db, err := s.buffer(what, "destination", dst)
 	if err != nil {
 		return err
@@ -323,7 +323,7 @@ func (s *Stream) Reduce(op_ reduceop.Op, dst device.Buffer, doff int, src device
 	if err != nil {
 		return err
 	}
-	if err := reduceop.Check(op_, db.dt); err != nil {
+	if err := reduceop.Check(op, db.dt); err != nil {
 		return s.errorf(what, err)
 	}
 	if sb.dt != db.dt {
@@ -340,11 +340,11 @@ func (s *Stream) Reduce(op_ reduceop.Op, dst device.Buffer, doff int, src device
 		return s.errorf(what, "source and destination ranges of %d bytes overlap", nb)
 	}
 	dt := db.dt
-	return s.enqueue(what, &op{
-		kind: KindReduce, name: fmt.Sprintf("%v %v x %d", op_, dt, n), bytes: nb, delay: s.d.lat.Kernel,
+	return s.enqueue(what, &work{
+		kind: KindReduce, name: fmt.Sprintf("%v %v x %d", op, dt, n), bytes: nb, delay: s.d.lat.Kernel,
 		check: freedCheck([]*Buffer{db, sb}, nil),
 		run: func() {
-			if err := reduceop.Apply(dt, op_, db.mem[doff:doff+nb], sb.mem[soff:soff+nb]); err != nil {
+			if err := reduceop.Apply(dt, op, db.mem[doff:doff+nb], sb.mem[soff:soff+nb]); err != nil {
 				s.d.fail(fmt.Errorf("%s: %s: %w", s, what, err))
 			}
 		},
@@ -369,7 +369,7 @@ func (s *Stream) Scale(dst device.Buffer, off int, n int, div int) error {
 		return err
 	}
 	dt := db.dt
-	return s.enqueue(what, &op{
+	return s.enqueue(what, &work{
 		kind: KindScale, name: fmt.Sprintf("%v x %d / %d", dt, n, div), bytes: nb, delay: s.d.lat.Kernel,
 		check: freedCheck([]*Buffer{db}, nil),
 		run: func() {
@@ -388,7 +388,7 @@ func (s *Stream) Launch(name string, f func()) error {
 	if f == nil {
 		return s.errorf(what, "nil function")
 	}
-	return s.enqueue(what, &op{kind: KindLaunch, name: name, delay: s.d.lat.Launch, run: f})
+	return s.enqueue(what, &work{kind: KindLaunch, name: name, delay: s.d.lat.Launch, run: f})
 }
 
 // Record marks the current end of the stream with e.
@@ -428,7 +428,7 @@ func (s *Stream) WaitEvent(e device.Event) error {
 	if err != nil {
 		return err
 	}
-	o := &op{kind: KindWaitEvent}
+	o := &work{kind: KindWaitEvent}
 	if es != nil {
 		o.name = fmt.Sprintf("stream %d op %d", es.id, seq)
 		o.run = func() { _ = es.waitFor(nil, what, seq) }
@@ -452,7 +452,7 @@ func (s *Stream) event(what string, e device.Event) (*Event, error) {
 // Hold makes the work enqueued after it wait until the Hold is released.
 func (s *Stream) Hold() (device.Hold, error) {
 	h := &hold{released: make(chan struct{})}
-	err := s.enqueue("hold", &op{kind: KindHold, run: func() {
+	err := s.enqueue("hold", &work{kind: KindHold, run: func() {
 		select {
 		case <-h.released:
 		case <-s.d.closedCh:
