@@ -474,7 +474,9 @@ func (b *Buffer) CopyFromHost(ctx context.Context, off int, src []byte) error {
 // device.
 func (b *Buffer) Kernel() reduceop.Kernel { return b.c.kernel }
 
-// buffer returns x as a Buffer of c, or an error wrapping ErrInvalid.
+// buffer returns x as a Buffer usable with c, or an error wrapping
+// ErrInvalid. Buffers, streams and events of two Contexts in the same CUDA
+// context (two Opens share the primary one) are interchangeable.
 func (c *Context) buffer(op, what string, x device.Buffer) (*Buffer, error) {
 	b, ok := x.(*Buffer)
 	switch {
@@ -482,8 +484,8 @@ func (c *Context) buffer(op, what string, x device.Buffer) (*Buffer, error) {
 		return nil, invalid(op, "%s is nil", what)
 	case !ok:
 		return nil, invalid(op, "%s is a %T, not a buffer of %v", what, x, c)
-	case b.c != c:
-		return nil, invalid(op, "%s is a buffer of %v, not of %v", what, b.c, c)
+	case b.c.cuctx != c.cuctx:
+		return nil, invalid(op, "%s is a buffer of CUDA context %#x, not %#x (%v)", what, b.c.Handle(), c.Handle(), c)
 	case b.freed.Load():
 		return nil, invalid(op, "%s used after Free", what)
 	}

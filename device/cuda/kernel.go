@@ -212,8 +212,8 @@ func (c *Context) stream(op string, x device.Stream) (*Stream, error) {
 		return nil, invalid(op, "stream is nil")
 	case !ok:
 		return nil, invalid(op, "stream is a %T, not a stream of %v", x, c)
-	case s.c != c:
-		return nil, invalid(op, "stream of %v, not of %v", s.c, c)
+	case s.c.cuctx != c.cuctx:
+		return nil, invalid(op, "stream of CUDA context %#x, not %#x (%v)", s.c.Handle(), c.Handle(), c)
 	}
 	return s, nil
 }

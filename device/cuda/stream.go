@@ -269,8 +269,8 @@ func (c *Context) event(op string, x device.Event) (*Event, error) {
 		return nil, invalid(op, "event is nil")
 	case !ok:
 		return nil, invalid(op, "event is a %T, not an event of %v", x, c)
-	case e.c != c:
-		return nil, invalid(op, "event of %v, not of %v", e.c, c)
+	case e.c.cuctx != c.cuctx:
+		return nil, invalid(op, "event of CUDA context %#x, not %#x (%v)", e.c.Handle(), c.Handle(), c)
 	case e.destroyed.Load():
 		return nil, invalid(op, "event used after Destroy")
 	}
@@ -491,7 +491,7 @@ func (e *Event) Destroy() error {
 // Elapsed returns the device time between two completed events recorded on
 // streams of one Context.
 func Elapsed(start, end *Event) (time.Duration, error) {
-	if start == nil || end == nil || start.c != end.c {
+	if start == nil || end == nil || start.c.cuctx != end.c.cuctx {
 		return 0, invalid("elapsed", "events nil or of two contexts")
 	}
 	var ms float64
