@@ -199,3 +199,41 @@ func ExampleOpen() {
 	defer c.Close()
 	// Output: no CUDA in this build; reducing on the host
 }
+
+// ExampleContext_Wrap compresses a framework's gradient in place with the
+// 1-bit steps, on the framework's stream, without the host touching the
+// data: ptr and stream would come from, say, a torch.Tensor's data_ptr()
+// and torch.cuda.current_stream().cuda_stream.
+func ExampleContext_Wrap() {
+	var ptr, stream uintptr // from the framework
+	const n = 1 << 20
+	c, err := cuda.Open(cuda.LocalDevice())
+	if errors.Is(err, cuda.ErrNotBuilt) {
+		fmt.Println("no CUDA in this build")
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	grad, err := c.Wrap(ptr, reduceop.Float32, n)
+	if err != nil {
+		fmt.Println(err) // names the pointer and range: not device memory of this device, or too short
+		return
+	}
+	s, err := c.WrapStream(stream)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	errBuf, _ := c.NewBuffer(reduceop.Float32, n) // error feedback, kept across steps
+	bits, _ := c.NewBuffer(reduceop.Uint8, (n+7)/8)
+	scale, _ := c.NewBuffer(reduceop.Float32, 1)
+	k := c.Kernel()
+	_ = k.CompensateNormOn(s, errBuf, grad, nil, scale) // errBuf += grad; scale = rms(errBuf)
+	_ = k.PackUpdateOn(s, bits, errBuf, scale)          // bits = signs(errBuf); errBuf -= ±scale
+	_ = k.DecompressOn(s, grad, bits, scale)            // grad = ±scale, what the other ranks will see
+	// ... then exchange bits and scale, and AccumulateSignsOn each rank's.
+	// Output: no CUDA in this build
+}
