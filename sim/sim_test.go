@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/algo/algotest"
+)
+
+// allPairs lists every collective and algorithm that implements it.
+func allPairs() [][2]any {
+	var out [][2]any
+	for c := algo.AllReduce; c <= algo.Barrier; c++ {
+		for _, a := range algo.Algorithms {
+			if Func(c, a) != nil {
+				out = append(out, [2]any{c, a})
+			}
+		}
+	}
+	return out
+}
+
+// TestRealData runs every algorithm with real bytes on small groups of
+// awkward sizes and checks the results against the sequential reference.
+func TestRealData(t *testing.T) {
+	for _, ca := range allPairs() {
+		c, a := ca[0].(algo.Collective), ca[1].(algo.Algorithm)
+		for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9} {
+			for _, count := range []int{0, 1, 7, 64, 1000} {
+				for _, hosts := range []int{1, max(1, n/2), n} {
+					cfg := Config{Ranks: n, Topology: DefaultTopology(hosts), Gamma: DefaultGamma}
+					if _, err := RunCollective(context.Background(), cfg, c, a, 8*count); err != nil {
+						t.Errorf("%s %s n=%d count=%d hosts=%d: %v", a, c, n, count, hosts, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestTranscriptGolden checks that the simulator runs the ring allreduce
+// unmodified: its transcript is algotest's golden one.
+func TestTranscriptGolden(t *testing.T) {
+	want, err := os.ReadFile("../testdata/ring_allreduce_4.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Ranks: 4, Topology: DefaultTopology(2), Gamma: DefaultGamma, Record: true}
+	res, err := RunCollective(context.Background(), cfg, algo.AllReduce, algo.Ring, 10*8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := Transcript(&got, res.Events, false); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("transcript:\n%s\nwant:\n%s", got.String(), want)
+	}
+	// The same counts as algotest's recording Peers.
+	st, err := algotest.World{Size: 4, ElemSize: 8, Reduce: algotest.SumInt64}.Run(context.Background(), func(ctx context.Context, p algo.Peers) error {
+		return Func(algo.AllReduce, algo.Ring).(algo.AllReduceFunc)(ctx, p, make([]byte, 80))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs, byts int64
+	for _, c := range st.Sent {
+		msgs += int64(c.Msgs)
+		byts += int64(c.Bytes)
+	}
+	if res.Msgs != msgs || res.Bytes != byts {
+		t.Errorf("sim sent %d messages, %d bytes; algotest %d, %d", res.Msgs, res.Bytes, msgs, byts)
+	}
+}
+
+// TestDeterministic runs the same simulation twice and compares every
+// event and time.
+func TestDeterministic(t *testing.T) {
+	for _, a := range []algo.Algorithm{algo.Ring, algo.Tree, algo.Halving, algo.Doubling} {
+		cfg := Config{Ranks: 24, Topology: DefaultTopology(3), Gamma: DefaultGamma, SizeOnly: true, Record: true}
+		cfg.Topology.HostsPerLeaf, cfg.Topology.Oversubscription = 2, 2
+		var first *Result
+		for range 3 {
+			res, err := RunCollective(context.Background(), cfg, algo.AllReduce, a, 3<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first == nil {
+				first = res
+				continue
+			}
+			if res.Time != first.Time || len(res.Events) != len(first.Events) {
+				t.Fatalf("%s: time %g, %d events; first run %g, %d", a, res.Time, len(res.Events), first.Time, len(first.Events))
+			}
+			for i := range res.Events {
+				if res.Events[i] != first.Events[i] {
+					t.Fatalf("%s: event %d is %+v, first run %+v", a, i, res.Events[i], first.Events[i])
+				}
+			}
+		}
+	}
+}
+
+// TestDeadlock: a receive that no one sends ends the run with ErrDeadlock.
+func TestDeadlock(t *testing.T) {
+	cfg := Config{Ranks: 3, Topology: DefaultTopology(1), ElemSize: 1}
+	_, err := Run(context.Background(), cfg, func(ctx context.Context, p algo.Peers) error {
+		if p.Rank() == 0 {
+			return algo.Recv(ctx, p, 1, make([]byte, 1))
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrDeadlock) {
+		t.Fatalf("err = %v, want ErrDeadlock", err)
+	}
+}
+
+// TestRankError: one rank's error ends the others' waits.
+func TestRankError(t *testing.T) {
+	boom := errors.New("boom")
+	cfg := Config{Ranks: 4, Topology: DefaultTopology(1), ElemSize: 1}
+	_, err := Run(context.Background(), cfg, func(ctx context.Context, p algo.Peers) error {
+		if p.Rank() == 2 {
+			return boom
+		}
+		return algo.Recv(ctx, p, 2, make([]byte, 1))
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+}
+
+func TestLengthMismatch(t *testing.T) {
+	cfg := Config{Ranks: 2, Topology: DefaultTopology(1), ElemSize: 1}
+	_, err := Run(context.Background(), cfg, func(ctx context.Context, p algo.Peers) error {
+		if p.Rank() == 0 {
+			return algo.Send(ctx, p, 1, make([]byte, 3))
+		}
+		return algo.Recv(ctx, p, 0, make([]byte, 2))
+	})
+	if !errors.Is(err, ErrLength) {
+		t.Fatalf("err = %v, want ErrLength", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := Config{Ranks: 2, Topology: DefaultTopology(1), ElemSize: 1}
+	_, err := Run(ctx, cfg, func(ctx context.Context, p algo.Peers) error {
+		for i := 0; ; i++ {
+			if i == 10 && p.Rank() == 0 {
+				cancel()
+			}
+			if err := algo.Exchange(ctx, p, 1-p.Rank(), []byte{1}, 1-p.Rank(), make([]byte, 1)); err != nil {
+				return fmt.Errorf("round %d: %w", i, err)
+			}
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
