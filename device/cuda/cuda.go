@@ -442,7 +442,8 @@ func (b *Buffer) bytes() int { return b.n * b.dt.Size() }
 
 // CopyToHost copies len(dst) bytes starting at byte offset off to dst, any
 // host memory, and returns when they are there. ctx is checked before the
-// copy starts.
+// copy starts. The copy is not ordered with work on Streams (they do not
+// synchronize with the null stream): wait for such work first.
 func (b *Buffer) CopyToHost(ctx context.Context, dst []byte, off int) error {
 	if err := checkSpan("copy to host", "buffer", b.bytes(), off, len(dst)); err != nil || len(dst) == 0 {
 		return err
@@ -457,7 +458,7 @@ func (b *Buffer) CopyToHost(ctx context.Context, dst []byte, off int) error {
 
 // CopyFromHost copies src, any host memory, to the buffer starting at byte
 // offset off, and returns when it is there. ctx is checked before the copy
-// starts.
+// starts. Like CopyToHost it is not ordered with work on Streams.
 func (b *Buffer) CopyFromHost(ctx context.Context, off int, src []byte) error {
 	if err := checkSpan("copy from host", "buffer", b.bytes(), off, len(src)); err != nil || len(src) == 0 {
 		return err
