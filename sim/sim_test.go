@@ -3,9 +3,11 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/goccl/goccl/algo"
@@ -164,5 +166,47 @@ func TestCancel(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestWriteTrace(t *testing.T) {
+	cfg := Config{Ranks: 4, Topology: DefaultTopology(2), Gamma: DefaultGamma, SizeOnly: true, Record: true}
+	res, err := RunCollective(context.Background(), cfg, algo.AllReduce, algo.Ring, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteTrace(&b, 4, res.Events); err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Tid      int
+			Ts, Dur  float64
+		}
+	}
+	if err := json.Unmarshal(b.Bytes(), &tr); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, e := range tr.TraceEvents {
+		if e.Ph == "X" {
+			kinds[strings.Fields(e.Name)[0]]++
+			if e.Dur < 0 || e.Ts < 0 || e.Ts+e.Dur > res.Time*1e6+1e-6 {
+				t.Errorf("slice %q at %g for %g us outside the run's %g us", e.Name, e.Ts, e.Dur, res.Time*1e6)
+			}
+		}
+	}
+	if kinds["send"] != int(res.Msgs) || kinds["recv"] != int(res.Msgs) || kinds["reduce"] == 0 {
+		t.Errorf("slices %v for %d messages", kinds, res.Msgs)
+	}
+}
+
+// TestWrongReducer: a reducer that does nothing must fail the check.
+func TestWrongReducer(t *testing.T) {
+	cfg := Config{Ranks: 3, Topology: DefaultTopology(1), Reduce: func(dst, src []byte) error { return nil }}
+	if _, err := RunCollective(context.Background(), cfg, algo.AllReduce, algo.Ring, 80); !errors.Is(err, ErrWrong) {
+		t.Fatalf("err = %v, want ErrWrong", err)
 	}
 }
