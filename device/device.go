@@ -23,8 +23,12 @@ type Device interface {
 }
 
 // Buffer is device memory holding Len elements of DType, contiguous. It is
-// what goccl.DeviceBuffer names. Free releases memory the buffer owns and
-// does nothing for memory it wraps; a Buffer must not be used after Free.
+// what goccl.DeviceBuffer names. Device returns the very Device value the
+// buffer belongs to (comparable with ==: goccl keys its per-device state by
+// it). Free releases memory the buffer owns and does nothing for memory it
+// wraps; a Buffer must not be used after Free, and freeing memory that
+// queued work still uses is a misuse whose outcome is undefined (CUDA may
+// fault; hostsim fails the device).
 type Buffer interface {
 	DType() reduceop.DType
 	Len() int
@@ -47,6 +51,12 @@ type Host interface {
 // enqueued. Host memory passed to a copy must come from AllocHost and must
 // stay untouched until the copy has run (wait for an event recorded after
 // it).
+//
+// Two ranges of one call (Copy, Reduce) may be the same range but must not
+// otherwise overlap. Reduce takes dst and src of one dtype, at byte offsets
+// that are whole elements. A call on a destroyed stream or event, or with a
+// freed buffer, should return an error where the device can tell
+// (devicetest.RunMisuse checks it); CUDA cannot always.
 type Stream interface {
 	// CopyToHost copies len(dst) bytes of src, starting at byte off, to dst.
 	CopyToHost(dst []byte, src Buffer, off int) error
@@ -71,7 +81,8 @@ type Stream interface {
 	// Hold makes work enqueued after it wait until the returned Hold is
 	// released, without the host waiting on the stream.
 	Hold() (Hold, error)
-	// Synchronize waits until all work enqueued so far has run, or ctx ends.
+	// Synchronize waits until all work enqueued so far has run, or ctx
+	// ends; then its error wraps ctx.Err().
 	Synchronize(ctx context.Context) error
 	// Destroy releases the stream after the work enqueued on it has run.
 	Destroy() error
@@ -80,7 +91,8 @@ type Stream interface {
 // Event marks a point on a stream.
 type Event interface {
 	// Wait blocks until the work before the event's last Record has run,
-	// or ctx ends. An event never recorded is complete.
+	// or ctx ends (then its error wraps ctx.Err()). An event never
+	// recorded is complete.
 	Wait(ctx context.Context) error
 	// Done reports without blocking whether Wait would return at once.
 	Done() (bool, error)
