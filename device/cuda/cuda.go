@@ -76,6 +76,7 @@ type Context struct {
 	fns     map[string]cu.Function
 	active  map[string]int // blocks of each kernel that fit on one multiprocessor
 	holdErr error          // why Stream.Hold cannot work here, or nil
+	copies  cu.Stream      // the Buffer methods' copies
 
 	// mu is read-held by every call into the driver (do) and write-held by
 	// Close, so Close waits for calls in flight and no call starts after it.
@@ -146,7 +147,8 @@ func open(ordinal int, private bool) (*Context, error) {
 			}
 			c.fns[name], c.active[name] = fn, active
 		}
-		return nil
+		c.copies, err = cu.MakeStream(cu.NonBlocking)
+		return err
 	})
 	if err != nil {
 		if c.mod != (cu.Module{}) {
@@ -207,7 +209,7 @@ func (c *Context) Close() error {
 		if err := cu.Synchronize(); err != nil {
 			return err // memory the device may still use is not freed
 		}
-		return errors.Join(c.kernel.free(), c.holds.free(), c.sweep(true), c.mod.Unload())
+		return errors.Join(c.kernel.free(), c.holds.free(), c.sweep(true), c.copies.Destroy(), c.mod.Unload())
 	})}
 	errs = append(errs, c.release())
 	if err := errors.Join(errs...); err != nil {
@@ -441,34 +443,49 @@ func (b *Buffer) Free() error {
 func (b *Buffer) bytes() int { return b.n * b.dt.Size() }
 
 // CopyToHost copies len(dst) bytes starting at byte offset off to dst, any
-// host memory, and returns when they are there. ctx is checked before the
-// copy starts. The copy is not ordered with work on Streams (they do not
-// synchronize with the null stream): wait for such work first.
+// host memory, and returns when they are there, or when ctx ends (the copy
+// may then still land in dst). It is not ordered with work on Streams:
+// wait for such work first.
 func (b *Buffer) CopyToHost(ctx context.Context, dst []byte, off int) error {
-	if err := checkSpan("copy to host", "buffer", b.bytes(), off, len(dst)); err != nil || len(dst) == 0 {
+	const op = "copy to host"
+	if err := checkSpan(op, "buffer", b.bytes(), off, len(dst)); err != nil || len(dst) == 0 {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("goccl: cuda: copy to host: %w", err)
-	}
-	return b.c.do("copy to host", func() error {
-		return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.ptr+cu.DevicePtr(off), int64(len(dst)))
+	return b.c.copy(ctx, op, func() error {
+		return cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), b.ptr+cu.DevicePtr(off), int64(len(dst)), b.c.copies)
 	})
 }
 
 // CopyFromHost copies src, any host memory, to the buffer starting at byte
-// offset off, and returns when it is there. ctx is checked before the copy
-// starts. Like CopyToHost it is not ordered with work on Streams.
+// offset off, and returns when it is there, or when ctx ends (the copy may
+// then still land; Go memory may be reused at once, memory from AllocHost
+// only after the copy has landed). Like CopyToHost it is not ordered with
+// work on Streams.
 func (b *Buffer) CopyFromHost(ctx context.Context, off int, src []byte) error {
-	if err := checkSpan("copy from host", "buffer", b.bytes(), off, len(src)); err != nil || len(src) == 0 {
+	const op = "copy from host"
+	if err := checkSpan(op, "buffer", b.bytes(), off, len(src)); err != nil || len(src) == 0 {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("goccl: cuda: copy from host: %w", err)
-	}
-	return b.c.do("copy from host", func() error {
-		return cu.MemcpyHtoD(b.ptr+cu.DevicePtr(off), unsafe.Pointer(&src[0]), int64(len(src)))
+	return b.c.copy(ctx, op, func() error {
+		return cu.MemcpyHtoDAsync(b.ptr+cu.DevicePtr(off), unsafe.Pointer(&src[0]), int64(len(src)), b.c.copies)
 	})
+}
+
+// copy enqueues a copy on the Context's copy stream and waits for that
+// stream. A cuMemcpyHtoD from pageable memory returns once the bytes are
+// staged, before they reach the device, and only the null stream is
+// ordered after it, which goccl's streams (and most of a framework's) are
+// not; waiting for the copy stream makes the copy complete on return. The
+// driver has read pageable memory by the time the call returns, so a
+// cancelled wait leaves such memory free to reuse.
+func (c *Context) copy(ctx context.Context, op string, enqueue func() error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("goccl: cuda: %s: %w", op, err)
+	}
+	if err := c.do(op, enqueue); err != nil {
+		return err
+	}
+	return c.poll(ctx, op, c.copies.Query)
 }
 
 // Kernel returns the context's Kernel, which reduces staged chunks on the
