@@ -81,7 +81,12 @@
 // stream memory operations need a driver of CUDA 11.7 or later (where the
 // v2 entry points are on by default; CUDA 12 and later always have them).
 // Whether the driver has them is decided once at Open; without them Hold
-// returns an error wrapping errors.ErrUnsupported.
+// returns an error wrapping errors.ErrUnsupported. A held stream stalls the
+// hardware queue it runs on, and the driver spreads streams over a few
+// such queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), so another
+// stream may wait behind a Hold too: release holds promptly, and never wait
+// on the host for a stream while holding a Hold another stream's progress
+// depends on.
 //
 // # Grids
 //
