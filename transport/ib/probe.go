@@ -1,0 +1,28 @@
+package ib
+
+import "fmt"
+
+// Probe reports whether Connect could open a device here: it opens the
+// device hca names (as Config.HCA; empty: GOCCL_IB_HCA, else the first
+// active port) through the libibverbs provider, checks that its port is
+// active, and closes it. Without the ibverbs tag it returns ErrNotBuilt.
+// A launcher's automatic transport choice calls it.
+func Probe(hca string) error {
+	cfg := Config{HCA: hca}
+	if err := cfg.defaults(getenv); err != nil {
+		return err
+	}
+	name, port, err := cfg.device()
+	if err != nil {
+		return err
+	}
+	dev, err := cfg.Provider.Open(name, port)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	if pi := dev.Port(); !pi.Active {
+		return fmt.Errorf("ib: device %s port %d is not active", dev.Name(), pi.Num)
+	}
+	return nil
+}
