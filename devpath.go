@@ -132,7 +132,12 @@ func (d *devCtx) close() {
 	for _, e := range d.events {
 		e.Destroy()
 	}
-	d.all, d.allBnc, d.allScr, d.events, d.slots = nil, nil, nil, nil, nil
+	for _, ws := range d.wins {
+		for _, w := range ws {
+			release(w)
+		}
+	}
+	d.all, d.allBnc, d.allScr, d.events, d.slots, d.wins = nil, nil, nil, nil, nil, nil
 }
 
 func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
@@ -259,8 +264,12 @@ func (d *devCtx) putWindow(w []byte) {
 	}
 	class := sizeClass(cap(w))
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.wins == nil { // closed
+		release(w[:cap(w)])
+		return
+	}
 	d.wins[class] = append(d.wins[class], w[:cap(w)])
-	d.mu.Unlock()
 }
 
 // pinned returns page-locked staging memory of at least n bytes, for the

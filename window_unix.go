@@ -12,3 +12,6 @@ import "golang.org/x/sys/unix"
 func reserve(n int) ([]byte, error) {
 	return unix.Mmap(-1, 0, n, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
 }
+
+// release gives back a range from reserve.
+func release(w []byte) { unix.Munmap(w) }
