@@ -354,3 +354,54 @@ func deviceCollectiveMatchesHost(t *testing.T, dc deviceCollective, a algo.Algor
 		}
 	}
 }
+
+// BenchmarkDeviceAllReduceHostsim is the device data path's own cost:
+// ranks as goroutines over transport/mem, each with a hostsim device of no
+// latency, so that what is measured is the lanes, slots, events and
+// stream goroutines (the copies are host memcpys). Compare with
+// BenchmarkAllReduceMem at the same sizes.
+func BenchmarkDeviceAllReduceHostsim(b *testing.B) {
+	for _, size := range []int{8, 64 << 10, 4 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("n=2/ring/%dB", size), func(b *testing.B) {
+			comms, err := goccl.NewLocal(2, goccl.WithAlgorithm(algo.Ring))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				for _, c := range comms {
+					c.Close()
+				}
+			}()
+			ctx := context.Background()
+			b.SetBytes(int64(size))
+			var wg sync.WaitGroup
+			ready := make(chan struct{})
+			for _, c := range comms {
+				d := hostsim.New()
+				defer d.Close()
+				buf, err := d.Alloc(reduceop.Float32, size/4)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := c.AllReduce(ctx, buf, reduceop.Sum); err != nil { // warm
+						b.Error(err)
+						return
+					}
+					<-ready
+					for i := 0; i < b.N; i++ {
+						if err := c.AllReduce(ctx, buf, reduceop.Sum); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			b.ResetTimer()
+			close(ready)
+			wg.Wait()
+		})
+	}
+}
