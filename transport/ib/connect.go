@@ -43,7 +43,7 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout)
 	defer cancel()
 
-	dev, err := cfg.Provider.Open(name, port)
+	dev, err := cfg.Provider.Open(name, port, cfg.GIDIndex)
 	if err != nil {
 		return nil, fmt.Errorf("ib: rank %d open device %q: %w", cfg.Rank, cfg.HCA, err)
 	}

@@ -16,7 +16,7 @@ func Probe(hca string) error {
 	if err != nil {
 		return err
 	}
-	dev, err := cfg.Provider.Open(name, port)
+	dev, err := cfg.Provider.Open(name, port, cfg.GIDIndex)
 	if err != nil {
 		return err
 	}

@@ -15,4 +15,4 @@ func Verbs() Provider { return notBuilt{} }
 
 type notBuilt struct{}
 
-func (notBuilt) Open(name string, port int) (Device, error) { return nil, ErrNotBuilt }
+func (notBuilt) Open(name string, port, gidIndex int) (Device, error) { return nil, ErrNotBuilt }

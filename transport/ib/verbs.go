@@ -16,9 +16,10 @@ import (
 // Provider opens verbs devices (ibv_get_device_list + ibv_open_device).
 type Provider interface {
 	// Open opens the device called name ("" for the first device with an
-	// active port) and prepares port (0 for the first active port): it
-	// allocates the protection domain every later object lives in.
-	Open(name string, port int) (Device, error)
+	// active port) and prepares port (0 for the first active port), whose
+	// GID at gidIndex it publishes: it allocates the protection domain
+	// every later object lives in.
+	Open(name string, port, gidIndex int) (Device, error)
 }
 
 // Device is an open device context with one protection domain and one

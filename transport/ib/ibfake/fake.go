@@ -54,7 +54,7 @@ func (f *Fabric) Provider() ib.Provider { return provider{f} }
 
 type provider struct{ f *Fabric }
 
-func (p provider) Open(name string, port int) (ib.Device, error) {
+func (p provider) Open(name string, port, gidIndex int) (ib.Device, error) {
 	f := p.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -64,8 +64,8 @@ func (p provider) Open(name string, port int) (ib.Device, error) {
 	if d := f.devices[name]; d != nil && !d.closed && !d.crashed {
 		return nil, fmt.Errorf("ibfake: device %s is already open", name)
 	}
-	if port > 1 {
-		return nil, fmt.Errorf("ibfake: device %s has no port %d", name, port)
+	if port > 1 || gidIndex != 0 {
+		return nil, fmt.Errorf("ibfake: device %s has no port %d or GID index %d", name, port, gidIndex)
 	}
 	d := &Device{f: f, name: name, lid: f.nextLID, mrs: map[uint32]*mr{}}
 	d.gid[0], d.gid[1] = 0xfe, 0x80
