@@ -176,7 +176,7 @@ func TestWriteTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteTrace(&b, 4, res.Events); err != nil {
+	if err := WriteTrace(&b, TraceRun{Name: "ring allreduce 1 MiB", Ranks: 4, Events: res.Events}, TraceRun{Name: "empty", Ranks: 2}); err != nil {
 		t.Fatal(err)
 	}
 	var tr struct {

@@ -6,19 +6,37 @@ import (
 	"io"
 )
 
-// WriteTrace writes events (from a run with Config.Record) in the Chrome
-// trace-event format that chrome://tracing and Perfetto read: one row
-// (thread) per rank, one slice per send, receive and reduction, times in
-// virtual microseconds.
-func WriteTrace(w io.Writer, ranks int, events []Event) error {
+// TraceRun is one simulated run for WriteTrace.
+type TraceRun struct {
+	Name   string  // shown as the process name, e.g. "ring allreduce 1048576 B"
+	Ranks  int     // the run's Config.Ranks
+	Events []Event // its Result.Events (Config.Record)
+}
+
+// WriteTrace writes runs in the Chrome trace-event format that
+// chrome://tracing and Perfetto read: each run a process, one row (thread)
+// per rank, one slice per send, receive and reduction, times in virtual
+// microseconds from the start of its run.
+func WriteTrace(w io.Writer, runs ...TraceRun) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprint(bw, `{"displayTimeUnit":"ns","traceEvents":[`)
-	fmt.Fprint(bw, "\n"+`{"name":"process_name","ph":"M","pid":0,"args":{"name":"goccl sim"}}`)
-	for r := 0; r < ranks; r++ {
-		fmt.Fprintf(bw, ",\n"+`{"name":"thread_name","ph":"M","pid":0,"tid":%d,"args":{"name":"rank %d"}}`, r, r)
-		fmt.Fprintf(bw, ",\n"+`{"name":"thread_sort_index","ph":"M","pid":0,"tid":%d,"args":{"sort_index":%d}}`, r, r)
+	sep := "\n"
+	for pid, run := range runs {
+		writeRun(bw, pid, run, &sep)
 	}
-	for _, e := range events {
+	fmt.Fprint(bw, "\n]}\n")
+	return bw.Flush()
+}
+
+func writeRun(bw *bufio.Writer, pid int, run TraceRun, sep *string) {
+	fmt.Fprintf(bw, "%s"+`{"name":"process_name","ph":"M","pid":%d,"args":{"name":%q}}`, *sep, pid, run.Name)
+	*sep = ",\n"
+	fmt.Fprintf(bw, ",\n"+`{"name":"process_sort_index","ph":"M","pid":%d,"args":{"sort_index":%d}}`, pid, pid)
+	for r := 0; r < run.Ranks; r++ {
+		fmt.Fprintf(bw, ",\n"+`{"name":"thread_name","ph":"M","pid":%d,"tid":%d,"args":{"name":"rank %d"}}`, pid, r, r)
+		fmt.Fprintf(bw, ",\n"+`{"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,"args":{"sort_index":%d}}`, pid, r, r)
+	}
+	for _, e := range run.Events {
 		var name, cat string
 		switch e.Kind {
 		case Send:
@@ -30,9 +48,7 @@ func WriteTrace(w io.Writer, ranks int, events []Event) error {
 		default:
 			continue
 		}
-		fmt.Fprintf(bw, ",\n"+`{"name":%q,"cat":%q,"ph":"X","pid":0,"tid":%d,"ts":%.6f,"dur":%.6f,"args":{"bytes":%d,"peer":%d,"step":%d}}`,
-			name, cat, e.Rank, e.Start*1e6, (e.End-e.Start)*1e6, e.Bytes, e.Peer, e.Step)
+		fmt.Fprintf(bw, ",\n"+`{"name":%q,"cat":%q,"ph":"X","pid":%d,"tid":%d,"ts":%.6f,"dur":%.6f,"args":{"bytes":%d,"peer":%d,"step":%d}}`,
+			name, cat, pid, e.Rank, e.Start*1e6, (e.End-e.Start)*1e6, e.Bytes, e.Peer, e.Step)
 	}
-	fmt.Fprint(bw, "\n]}\n")
-	return bw.Flush()
 }

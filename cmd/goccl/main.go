@@ -3,6 +3,7 @@
 //	goccl bench [flags]          measure a collective, nccl-tests style
 //	goccl limits                 measure copy, add and loopback limits
 //	goccl run -n N -- prog args  start N local ranks of a program (like torchrun)
+//	goccl sim [flags]            run the algorithms on a simulated cluster of thousands of ranks
 //	goccl store -addr :29500     run a standalone rendezvous store
 //	goccl trace analyze DIR      find where ranks diverged from their flight recorder dumps
 //	goccl version                print the module version and VCS revision
@@ -29,6 +30,7 @@ commands:
   bench    measure a collective across ranks (nccl-tests style table)
   limits   measure this machine's limits (copy, add, TCP loopback) to compare with
   run      start ranks of a program with the rendezvous environment set
+  sim      run the algorithms on a simulated cluster (virtual clock, thousands of ranks)
   store    run a standalone rendezvous key-value store
   trace    analyze the ranks' flight recorder dumps: goccl trace analyze DIR
   version  print goccl's module version and VCS revision
@@ -62,6 +64,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return limitsMain(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runMain(ctx, args[1:])
+	case "sim":
+		return simMain(ctx, args[1:], stdout, stderr)
 	case "store":
 		return storeMain(ctx, args[1:])
 	case "trace":
@@ -94,6 +98,8 @@ func helpMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return limitsMain(ctx, h, stdout, stdout)
 	case "run":
 		return runCommand(ctx, h, stdout, stdout, nil)
+	case "sim":
+		return simMain(ctx, h, stdout, stdout)
 	case "store":
 		return storeCommand(ctx, h, stdout, nil)
 	case "trace":
