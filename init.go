@@ -4,13 +4,17 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/commslog"
@@ -18,6 +22,7 @@ import (
 	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
+	"github.com/goccl/goccl/transport/route"
 	"github.com/goccl/goccl/transport/tcp"
 )
 
@@ -56,10 +61,22 @@ func envFrom(getenv func(string) string) (Env, error) {
 // WithEnv gives Init the job's layout instead of reading the environment.
 func WithEnv(e Env) Option { return func(o *options) { o.env = &e } }
 
-// WithTransport chooses Init's transport: "tcp" (the default) or "mem"
-// (a one-rank job in this process, which needs no launcher: without
-// launcher variables Init makes this process rank 0 of 1). GOCCL_TRANSPORT
-// does the same.
+// WithTransport chooses Init's transport (GOCCL_TRANSPORT does the same):
+//
+//   - "auto" (the default): transport/shm between the ranks of one host,
+//     transport/tcp between hosts. Ranks are on one host when they have
+//     the same host identity: host name, kernel boot id
+//     (/proc/sys/kernel/random/boot_id), the /dev/shm they see, their pid
+//     namespace and user, so that two hosts with one name are two hosts
+//     and two containers count as one host only when shared memory works
+//     between them.
+//   - "tcp": TCP between every pair of ranks.
+//   - "shm": shared memory between every pair of ranks; Init fails, naming
+//     them, when some ranks are on another host.
+//   - "mem": a one-rank job in this process, which needs no launcher:
+//     without launcher variables Init makes this process rank 0 of 1.
+//
+// Comm.TransportFor says which one carries the messages to each peer.
 func WithTransport(name string) Option { return func(o *options) { o.transport = name } }
 
 // WithSecret makes every connection, and the rendezvous store, prove
@@ -91,8 +108,9 @@ func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
 // communicator (torch.distributed.init_process_group). It reads the
 // launcher's environment (FromEnv), meets the other ranks through the
 // rendezvous store that rank 0 hosts at MASTER_ADDR:MASTER_PORT, connects
-// every pair of ranks over TCP, and returns once all ranks are connected.
-// The store lives until the communicator is closed.
+// every pair of ranks (over shared memory within a host and TCP between
+// hosts, unless WithTransport says otherwise), and returns once all ranks
+// are connected. The store lives until the communicator is closed.
 //
 // With transport mem (GOCCL_TRANSPORT=mem or WithTransport("mem")) and no
 // launcher variables, Init returns a one-rank communicator in this
@@ -148,7 +166,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if len(o.algos) > 0 {
 			algos = fmt.Sprint(o.algos)
 		}
-		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "tcp"), "streams", max(streams, 1),
+		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1),
 			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos,
 			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
 			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
@@ -164,8 +182,10 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if env.Size != 1 {
 			return nil, fmt.Errorf("goccl: init: transport mem runs all ranks in one process: use NewLocal (world size is %d)", env.Size)
 		}
-		ep = mem.New(1)[0]
-	case "", "tcp":
+		if ep, err = route.New(0, 1, route.Route{Name: "mem", Endpoint: mem.New(1)[0]}); err != nil {
+			return nil, fmt.Errorf("goccl: init: %w", err)
+		}
+	case "", "auto", "tcp", "shm":
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 		jobID := o.jobID
@@ -202,13 +222,19 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			}
 			rdv.gen = int(g) + 1
 		}
-		ep, err = rdv.connect(ctx, env.Rank, env.Size)
+		if rejoin && kind != "tcp" {
+			// Readmit's survivors connect the next generation over TCP
+			// (elastic.go): so must their replacement.
+			debugLog(log, slog.LevelInfo, "goccl rejoin: transport tcp, as the survivors' Readmit")
+			kind = "tcp"
+		}
+		ep, err = rdv.connectVia(ctx, kind, env.Rank, env.Size, log)
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
 		}
 	default:
-		return nil, fmt.Errorf("goccl: init: unknown transport %q (GOCCL_TRANSPORT or WithTransport: tcp or mem)", kind)
+		return nil, fmt.Errorf("goccl: init: unknown transport %q (GOCCL_TRANSPORT or WithTransport: auto, tcp, shm or mem)", kind)
 	}
 	c, err := newComm(ep, o)
 	if err != nil {
@@ -225,7 +251,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if log != nil {
 		for p := range env.Size {
 			if p != env.Rank {
-				debugLog(log, slog.LevelInfo, "goccl peer", "peer", p, "transport", cmp.Or(kind, "tcp"))
+				debugLog(log, slog.LevelInfo, "goccl peer", "peer", p, "transport", c.TransportFor(p))
 			}
 		}
 		debugLog(log, slog.LevelInfo, "goccl init done")
@@ -280,3 +306,233 @@ func (c *Comm) settle(ctx context.Context) error {
 // testWrapConn, set by tests through export_test.go, wraps Init's TCP
 // connections to inject faults.
 var testWrapConn func(peer int, c net.Conn) net.Conn
+
+// TransportFor names the transport that carries this rank's messages to
+// rank peer of c ("shm", "tcp" or "mem"; Init's choice, see
+// WithTransport), or "" when peer is not a rank of c or c's endpoint does
+// not say (a communicator that New made over an endpoint of your own).
+func (c *Comm) TransportFor(peer int) string {
+	if peer < 0 || peer >= len(c.ranks) {
+		return ""
+	}
+	if v, ok := c.shared.counts.Endpoint.(interface{ Via(peer int) string }); ok {
+		return v.Via(c.ranks[peer])
+	}
+	return ""
+}
+
+// testHostID, set by tests, replaces the host identity of job rank r: it
+// puts the ranks of one process on pretend hosts.
+var testHostID func(rank int) string
+
+// connectVia connects this process as rank of size ranks in r's epoch
+// over the transports that kind names ("" is "auto"; see WithTransport),
+// under one route.Endpoint that names each peer's.
+func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int, log *slog.Logger) (transport.Endpoint, error) {
+	if kind == "tcp" {
+		ep, err := r.connect(ctx, rank, size)
+		if err != nil {
+			return nil, err
+		}
+		return routed(rank, size, route.Route{Name: "tcp", Endpoint: ep})
+	}
+	id, idErr := hostIdentity()
+	if testHostID != nil {
+		id, idErr = testHostID(r.jobRank), nil
+	}
+	if idErr != nil {
+		if kind == "shm" {
+			return nil, fmt.Errorf("transport shm: %w", idErr)
+		}
+		// Alone on a host of its own: no shared memory, TCP to everyone.
+		debugLog(log, slog.LevelInfo, "goccl host: no shared memory", "reason", idErr)
+		id = "unshared " + strconv.Itoa(r.jobRank) + " " + rand.Text()
+	}
+	kv := store.WithPrefix(r.st.st, r.key(r.epoch()))
+	local, nonce, err := hostGroup(ctx, kv, rank, size, id)
+	if err != nil {
+		return nil, fmt.Errorf("finding the ranks on this host: %w", err)
+	}
+	debugLog(log, slog.LevelInfo, "goccl host", "id", id, "local_ranks", formatRanks(local, 64))
+	if kind == "shm" && len(local) < size {
+		return nil, fmt.Errorf("transport shm: ranks %s are not on this host (%s)", formatRanks(others(local, size), 16), id)
+	}
+	var routes []route.Route
+	if len(local) > 1 || len(local) == size {
+		shmEp, err := connectShm(ctx, shmConfig{
+			rank: slices.Index(local, rank), size: len(local),
+			job: segmentJob(r.jobID + "." + r.epoch()), nonce: nonce,
+		})
+		if err != nil {
+			// shm numbers the ranks of this host from 0.
+			if pe := (*transport.PeerError)(nil); errors.As(err, &pe) && pe.Peer >= 0 && pe.Peer < len(local) {
+				return nil, fmt.Errorf("shared memory with rank %d: %w", local[pe.Peer], err)
+			}
+			return nil, fmt.Errorf("shared memory: %w", err)
+		}
+		routes = append(routes, route.Route{Name: "shm", Endpoint: shmEp, Ranks: local})
+	}
+	if len(local) < size {
+		// Every pair: transport/tcp makes a full mesh, so the ranks of
+		// this host are linked over TCP too (those links stay idle).
+		tcpEp, err := r.connect(ctx, rank, size)
+		if err != nil {
+			for _, rt := range routes {
+				rt.Endpoint.Close()
+			}
+			return nil, err
+		}
+		routes = append(routes, route.Route{Name: "tcp", Endpoint: tcpEp})
+	}
+	return routed(rank, size, routes...)
+}
+
+// routed is route.New that closes the routes when it fails.
+func routed(rank, size int, routes ...route.Route) (transport.Endpoint, error) {
+	ep, err := route.New(rank, size, routes...)
+	if err != nil {
+		for _, rt := range routes {
+			rt.Endpoint.Close()
+		}
+		return nil, err
+	}
+	return ep, nil
+}
+
+// hostGroup finds the ranks that share this rank's host identity id, and
+// the nonce that names their shared-memory segments, through st (the
+// epoch's keys). Each host's ranks count themselves under a key of their
+// own, named after a hash of id:
+//
+//	host/<h>/n        arrivals at host h (Add)
+//	host/<h>/<i>      the rank that arrived i-th (from 0)
+//	hosts/arrived     arrivals over the job; the last sets hosts/all
+//	host/<h>/list     the nonce and host h's ranks, set by its first
+//	                  arrival once every rank has arrived
+//
+// Every rank makes four store round trips, the job's last arrival five,
+// and each host's first arrival 3+L more (L: its host's ranks): about 5N
+// requests over the job, wherever the N ranks are, and no rank reads a
+// key of another host.
+func hostGroup(ctx context.Context, st store.Store, rank, size int, id string) ([]int, string, error) {
+	sum := sha256.Sum256([]byte(id))
+	hk := "host/" + hex.EncodeToString(sum[:12])
+	i, err := st.Add(ctx, hk+"/n", 1)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := st.Set(ctx, hk+"/"+strconv.FormatInt(i-1, 10), []byte(strconv.Itoa(rank))); err != nil {
+		return nil, "", err
+	}
+	arrived, err := st.Add(ctx, "hosts/arrived", 1)
+	if err != nil {
+		return nil, "", err
+	}
+	if arrived == int64(size) {
+		if err := st.Set(ctx, "hosts/all", []byte("1")); err != nil {
+			return nil, "", err
+		}
+	}
+	var list []byte
+	if i == 1 {
+		// This host's first arrival lists its ranks once all have come.
+		if _, err := st.Get(ctx, "hosts/all"); err != nil {
+			return nil, "", err
+		}
+		n, err := getInt(ctx, st, hk+"/n")
+		if err != nil {
+			return nil, "", err
+		}
+		var b strings.Builder
+		b.WriteString(rand.Text())
+		for j := range n {
+			v := []byte(strconv.Itoa(rank))
+			if j > 0 {
+				if v, err = st.Get(ctx, hk+"/"+strconv.FormatInt(j, 10)); err != nil {
+					return nil, "", err
+				}
+			}
+			b.WriteByte(' ')
+			b.Write(v)
+		}
+		list = []byte(b.String())
+		if err := st.Set(ctx, hk+"/list", list); err != nil {
+			return nil, "", err
+		}
+	} else if list, err = st.Get(ctx, hk+"/list"); err != nil {
+		return nil, "", err
+	}
+	fields := strings.Fields(string(list))
+	if len(fields) < 2 {
+		return nil, "", fmt.Errorf("%w: host list %q", ErrProtocol, list)
+	}
+	local := make([]int, 0, len(fields)-1)
+	for _, f := range fields[1:] {
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 0 || r >= size {
+			return nil, "", fmt.Errorf("%w: host list %q", ErrProtocol, list)
+		}
+		local = append(local, r)
+	}
+	slices.Sort(local)
+	if len(slices.Compact(slices.Clone(local))) != len(local) || !slices.Contains(local, rank) {
+		return nil, "", fmt.Errorf("%w: host list %q for rank %d", ErrProtocol, list, rank)
+	}
+	return local, fields[0], nil
+}
+
+func getInt(ctx context.Context, st store.Store, key string) (int64, error) {
+	v, err := st.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: %s is %q", ErrProtocol, key, v)
+	}
+	return n, nil
+}
+
+// segmentJob makes a job id fit a shared-memory segment's file name:
+// letters, digits, '.', '_' and '-' only, at most 64 bytes (a longer one
+// keeps its start and a hash of the whole).
+func segmentJob(job string) string {
+	b := []byte(job)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		sum := sha256.Sum256([]byte(job))
+		b = append(b[:47], '~')
+		b = hex.AppendEncode(b, sum[:8])
+	}
+	return string(b)
+}
+
+// others lists the ranks of [0, size) not in sorted.
+func others(sorted []int, size int) []int {
+	var out []int
+	for r := range size {
+		if _, found := slices.BinarySearch(sorted, r); !found {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// formatRanks writes ranks as "[0 1 2]", the first n of them only
+// ("[0 1 ... (10 in all)]").
+func formatRanks(ranks []int, n int) string {
+	if len(ranks) <= n {
+		return fmt.Sprint(ranks)
+	}
+	return strings.TrimSuffix(fmt.Sprint(ranks[:n]), "]") + fmt.Sprintf(" ... (%d in all)]", len(ranks))
+}
+
+// shmConfig is what Init gives transport/shm (Linux only).
+type shmConfig struct {
+	rank, size int
+	job, nonce string
+}

@@ -2,9 +2,16 @@ package goccl
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl/internal/launch"
 	"github.com/goccl/goccl/reduceop"
@@ -96,5 +103,175 @@ func TestInitMemWithLauncher(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "NewLocal") {
 		t.Errorf("error does not point at NewLocal: %v", err)
+	}
+}
+
+// initRanks runs Init for size ranks as goroutines of this process, each
+// with the transport kind, and returns their communicators (closed when
+// the test ends) or the first rank's error.
+func initRanks(t *testing.T, size int, kind string) ([]*Comm, error) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	comms := make([]*Comm, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Go(func() {
+			comms[r], errs[r] = Init(ctx, fakeEnv(nil), WithTransport(kind), WithTimeout(20*time.Second),
+				WithEnv(Env{Rank: r, Size: size, LocalRank: -1, LocalSize: -1, MasterAddr: "127.0.0.1", MasterPort: port, Source: "options"}))
+			if errs[r] != nil {
+				cancel() // the others would wait for this rank
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	return comms, errors.Join(errs...)
+}
+
+// pretendHosts makes Init see the ranks of this process on the hosts
+// that host names, for the test's duration.
+func pretendHosts(t *testing.T, host func(rank int) string) {
+	testHostID = host
+	t.Cleanup(func() { testHostID = nil })
+}
+
+// TestInitTransportAuto: with the default transport, ranks of one host
+// talk over shm and the others over TCP, and collectives over the mix
+// are right.
+func TestInitTransportAuto(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int
+		hosts func(rank int) string
+		kind  string
+	}{
+		{"one host", 3, nil, ""},
+		{"one host, auto", 3, nil, "auto"},
+		// Hosts interleaved, so that shm numbers the ranks of a host
+		// otherwise than the job: odd and even, and a host of its own.
+		{"three hosts", 5, func(r int) string { return []string{"a", "b", "a", "c", "b"}[r] }, "auto"},
+		{"a rank per host", 3, func(r int) string { return strconv.Itoa(r) }, "auto"},
+		{"tcp", 3, nil, "tcp"},
+		{"shm", 3, nil, "shm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.hosts != nil {
+				pretendHosts(t, tc.hosts)
+			}
+			comms, err := initRanks(t, tc.size, tc.kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r, c := range comms {
+				for p := range tc.size {
+					want := "shm"
+					switch {
+					case tc.kind == "tcp", tc.hosts != nil && tc.hosts(p) != tc.hosts(r) && p != r:
+						want = "tcp"
+					case tc.hosts != nil && p == r && !slices.ContainsFunc(others1(tc.size, r), func(q int) bool { return tc.hosts(q) == tc.hosts(r) }):
+						want = "tcp" // alone on its host: no shm at all
+					}
+					if got := c.TransportFor(p); got != want {
+						t.Errorf("rank %d: TransportFor(%d) = %q, want %q", r, p, got, want)
+					}
+				}
+				if got := c.TransportFor(tc.size); got != "" {
+					t.Errorf("TransportFor(%d) = %q, want \"\"", tc.size, got)
+				}
+			}
+			// An allreduce over every pair of ranks (alltoall) and a sum.
+			var wg sync.WaitGroup
+			errs := make([]error, tc.size)
+			for r, c := range comms {
+				wg.Go(func() {
+					ctx := t.Context()
+					in := make([]int32, tc.size)
+					out := make([]int32, tc.size)
+					for p := range in {
+						in[p] = int32(100*r + p)
+					}
+					if errs[r] = c.AllToAll(ctx, in, out); errs[r] != nil {
+						return
+					}
+					for p, v := range out {
+						if v != int32(100*p+r) {
+							errs[r] = fmt.Errorf("rank %d: alltoall from %d: %d, want %d", r, p, v, 100*p+r)
+							return
+						}
+					}
+					sum := []float64{float64(r)}
+					if errs[r] = c.AllReduce(ctx, sum, reduceop.Sum); errs[r] == nil && sum[0] != float64(tc.size*(tc.size-1)/2) {
+						errs[r] = fmt.Errorf("rank %d: allreduce %v", r, sum[0])
+					}
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// others1 lists the ranks of [0, size) but r.
+func others1(size, r int) []int {
+	var out []int
+	for q := range size {
+		if q != r {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// TestInitTransportShmOtherHost: GOCCL_TRANSPORT=shm fails, naming the
+// ranks on another host, when the job spans hosts.
+func TestInitTransportShmOtherHost(t *testing.T) {
+	pretendHosts(t, func(r int) string { return []string{"a", "b", "a", "b"}[r] })
+	_, err := initRanks(t, 4, "shm")
+	if err == nil || !strings.Contains(err.Error(), "ranks [1 3] are not on this host") && !strings.Contains(err.Error(), "ranks [0 2] are not on this host") {
+		t.Fatalf("Init over shm across hosts: %v, want an error naming the ranks on the other host", err)
+	}
+}
+
+func TestInitUnknownTransport(t *testing.T) {
+	_, err := Init(t.Context(), fakeEnv(nil), WithTransport("ib"), WithEnv(Env{Size: 1, MasterAddr: "127.0.0.1", MasterPort: 1}))
+	if err == nil || !strings.Contains(err.Error(), "auto, tcp, shm or mem") {
+		t.Fatalf("Init over ib: %v", err)
+	}
+}
+
+func TestSegmentJob(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:29500.":      "127.0.0.1_29500.",
+		"job/x g1.s0/":          "job_x_g1.s0_",
+		strings.Repeat("j", 70): strings.Repeat("j", 47) + "~",
+	} {
+		got := segmentJob(in)
+		if !strings.HasPrefix(got, want) || len(got) > 64 || strings.ContainsRune(got, '/') {
+			t.Errorf("segmentJob(%q) = %q, want %q...", in, got, want)
+		}
+	}
+	if a, b := segmentJob(strings.Repeat("j", 70)+"a"), segmentJob(strings.Repeat("j", 70)+"b"); a == b {
+		t.Errorf("two long job ids make one segment name %q", a)
 	}
 }
