@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
@@ -369,6 +370,7 @@ type peers struct {
 	fp          fingerprint  // this call's (fingerprint.go)
 	check       bool         // send and check fingerprints
 	sent, heard peerSet      // peers the first message went to / came from
+	after       device.Event // on a framework's stream: the event the call's device work waits on (stream.go)
 }
 
 // peerSet is a set of ranks, without allocation up to 64 ranks.

@@ -52,14 +52,15 @@ const (
 	devSlots = 4       // chunks in flight per lane
 )
 
-// devCtx is what a communicator keeps for one device: its streams and its
-// pools of pinned slots, events and scratch memory. It is made on the first
+// devCtx is what a communicator keeps for one device: pools of stream
+// sets, pinned slots, events and scratch memory. It is made on the first
 // collective on the device and freed by Close.
 type devCtx struct {
-	dev                 device.Device
-	send, recv, compute device.Stream
+	dev device.Device
 
 	mu      sync.Mutex
+	sets    []*streamSet                   // free stream sets
+	allSets []*streamSet                   // every stream set, for Close
 	slots   []device.Host                  // free pinned slots of devChunk bytes
 	all     []device.Host                  // every slot, for Close
 	events  []device.Event                 // free events
@@ -68,6 +69,15 @@ type devCtx struct {
 	wins    map[int][][]byte               // free stand-ins by size class
 	bounce  map[int][]device.Host          // free pinned staging by size class (staged collectives)
 	allBnc  []device.Host                  // every staging buffer, for Close
+}
+
+// streamSet is the streams one call runs on: device to host copies for
+// the send lanes, host to device copies for the receive lanes, and kernels
+// and device copies for the algorithm. A call has a set of its own, so
+// that calls in flight together (async, or on a framework's stream, where
+// a call waits for the one before it) never queue behind each other.
+type streamSet struct {
+	send, recv, compute device.Stream
 }
 
 type scratchKey struct {
@@ -88,13 +98,6 @@ func (ds *devices) get(dev device.Device) (*devCtx, error) {
 		return d, nil
 	}
 	d := &devCtx{dev: dev, scratch: map[scratchKey][]device.Buffer{}, wins: map[int][][]byte{}, bounce: map[int][]device.Host{}}
-	for _, s := range []*device.Stream{&d.send, &d.recv, &d.compute} {
-		var err error
-		if *s, err = dev.NewStream(); err != nil {
-			d.close()
-			return nil, fmt.Errorf("%v: new stream: %w", dev, err)
-		}
-	}
 	if ds.m == nil {
 		ds.m = map[device.Device]*devCtx{}
 	}
@@ -113,13 +116,16 @@ func (ds *devices) close() {
 }
 
 func (d *devCtx) close() {
-	for _, s := range []device.Stream{d.send, d.recv, d.compute} {
-		if s != nil {
-			s.Destroy()
-		}
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	for _, ss := range d.allSets {
+		for _, s := range []device.Stream{ss.send, ss.recv, ss.compute} {
+			if s != nil {
+				s.Destroy()
+			}
+		}
+	}
+	d.sets, d.allSets = nil, nil
 	for _, h := range d.all {
 		h.Free()
 	}
@@ -138,6 +144,41 @@ func (d *devCtx) close() {
 		}
 	}
 	d.all, d.allBnc, d.allScr, d.events, d.slots, d.wins = nil, nil, nil, nil, nil, nil
+}
+
+// streams returns a free stream set.
+func (d *devCtx) streams() (*streamSet, error) {
+	d.mu.Lock()
+	if k := len(d.sets); k > 0 {
+		ss := d.sets[k-1]
+		d.sets = d.sets[:k-1]
+		d.mu.Unlock()
+		return ss, nil
+	}
+	d.mu.Unlock()
+	ss := &streamSet{}
+	for _, s := range []*device.Stream{&ss.send, &ss.recv, &ss.compute} {
+		var err error
+		if *s, err = d.dev.NewStream(); err != nil {
+			for _, made := range []device.Stream{ss.send, ss.recv, ss.compute} {
+				if made != nil {
+					made.Destroy()
+				}
+			}
+			return nil, fmt.Errorf("%v: new stream: %w", d.dev, err)
+		}
+	}
+	d.mu.Lock()
+	d.allSets = append(d.allSets, ss)
+	d.mu.Unlock()
+	return ss, nil
+}
+
+// putStreams returns a set whose work has all been waited for.
+func (d *devCtx) putStreams(ss *streamSet) {
+	d.mu.Lock()
+	d.sets = append(d.sets, ss)
+	d.mu.Unlock()
 }
 
 func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
@@ -311,10 +352,15 @@ func (d *devCtx) toHost(ctx context.Context, dst []byte, b device.Buffer, off in
 	if err != nil {
 		return err
 	}
-	p := h.Bytes()[:len(dst)]
-	if err := d.run(ctx, d.compute, func() error { return d.compute.CopyToHost(p, b, off) }); err != nil {
-		return err // the copy may still land in h: do not reuse it
+	ss, err := d.streams()
+	if err != nil {
+		return err
 	}
+	p := h.Bytes()[:len(dst)]
+	if err := d.run(ctx, ss.compute, func() error { return ss.compute.CopyToHost(p, b, off) }); err != nil {
+		return err // the copy may still land in h: do not reuse h or the stream
+	}
+	d.putStreams(ss)
 	copy(dst, p)
 	d.putPinned(h)
 	return nil
@@ -330,11 +376,16 @@ func (d *devCtx) fromHost(ctx context.Context, b device.Buffer, off int, src []b
 	if err != nil {
 		return err
 	}
-	p := h.Bytes()[:len(src)]
-	copy(p, src)
-	if err := d.run(ctx, d.compute, func() error { return d.compute.CopyFromHost(b, off, p) }); err != nil {
+	ss, err := d.streams()
+	if err != nil {
 		return err
 	}
+	p := h.Bytes()[:len(src)]
+	copy(p, src)
+	if err := d.run(ctx, ss.compute, func() error { return ss.compute.CopyFromHost(b, off, p) }); err != nil {
+		return err
+	}
+	d.putStreams(ss)
 	d.putPinned(h)
 	return nil
 }
@@ -351,6 +402,7 @@ type devPeers struct {
 	*peers
 	ctx context.Context
 	d   *devCtx
+	ss  *streamSet
 	dt  reduceop.DType
 	op  reduceop.Op
 
@@ -374,8 +426,8 @@ var (
 	_ algo.Copier    = (*devPeers)(nil)
 )
 
-func newDevPeers(ctx context.Context, p *peers, d *devCtx, dt reduceop.DType, op reduceop.Op) *devPeers {
-	return &devPeers{peers: p, ctx: ctx, d: d, dt: dt, op: op,
+func newDevPeers(ctx context.Context, p *peers, d *devCtx, ss *streamSet, dt reduceop.DType, op reduceop.Op) *devPeers {
+	return &devPeers{peers: p, ctx: ctx, d: d, ss: ss, dt: dt, op: op,
 		lanes: map[laneKey]*lane{}, scr: map[uintptr]device.Buffer{}, dead: make(chan struct{})}
 }
 
@@ -482,7 +534,7 @@ func (p *devPeers) Reduce(dst, src []byte) error {
 	if err != nil {
 		return err
 	}
-	s := p.d.compute
+	s := p.ss.compute
 	return p.d.run(p.ctx, s, func() error { return s.Reduce(p.op, db, doff, sb, soff, len(dst)/p.dt.Size()) })
 }
 
@@ -494,7 +546,7 @@ func (p *devPeers) Copy(dst, src []byte) error {
 	if err != nil {
 		return err
 	}
-	s := p.d.compute
+	s := p.ss.compute
 	return p.d.run(p.ctx, s, func() error { return s.Copy(db, doff, sb, soff, len(dst)) })
 }
 
@@ -730,7 +782,7 @@ func (l *lane) begin(c chunk) inFlight {
 	}
 	if l.send {
 		if f.slot != nil {
-			s := p.d.send
+			s := p.ss.send
 			if f.ev, f.err = p.d.event(); f.err == nil {
 				if f.err = s.CopyToHost(f.mem, c.buf, c.off); f.err == nil {
 					f.err = s.Record(f.ev)
@@ -773,7 +825,7 @@ func (l *lane) end(f *inFlight) error {
 	if f.slot == nil {
 		return nil
 	}
-	s := p.d.recv
+	s := p.ss.recv
 	err := p.d.run(ctx, s, func() error { return s.CopyFromHost(f.buf, f.off, f.mem) })
 	if err != nil {
 		return fmt.Errorf("copy from rank %d to device: %w", l.peer, err)
@@ -788,12 +840,26 @@ func (c *Comm) onDevice(ctx context.Context, p *peers, v view, op reduceop.Op, a
 	if err != nil {
 		return err
 	}
-	dp := newDevPeers(ctx, p, d, v.dt, op)
+	ss, err := d.streams()
+	if err != nil {
+		return err
+	}
+	if p.after != nil { // on a framework's stream (stream.go): after its earlier work
+		for _, s := range []device.Stream{ss.send, ss.recv, ss.compute} {
+			if err := s.WaitEvent(p.after); err != nil {
+				return err
+			}
+		}
+	}
+	dp := newDevPeers(ctx, p, d, ss, v.dt, op)
 	buf, err := dp.stand(v.dev, 0, v.bytes())
 	if err == nil {
 		err = alg(dp, buf)
 	}
 	dp.finish(err == nil)
+	if err == nil {
+		d.putStreams(ss) // every piece of its work was waited for
+	}
 	return err
 }
 
@@ -807,7 +873,7 @@ func (p *devPeers) scale(b []byte, div int) error {
 	if !ok {
 		return fmt.Errorf("scale: host memory in a collective on device memory")
 	}
-	s := p.d.compute
+	s := p.ss.compute
 	return p.d.run(p.ctx, s, func() error { return s.Scale(buf, off, len(b)/p.dt.Size(), div) })
 }
 

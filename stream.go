@@ -98,15 +98,14 @@ func (sc *StreamComm) enqueue(ctx context.Context, k *call, err error) *Work {
 	if err != nil {
 		return start(ctx, checked(nil, err))
 	}
+	k.p.after = ev
 	run := k.run
 	k.run = func(ctx context.Context) error {
-		for _, s := range []device.Stream{d.send, d.recv, d.compute} {
-			if err := s.WaitEvent(ev); err != nil {
-				return err
-			}
+		err := run(ctx)
+		if err == nil {
+			d.putEvent(ev) // the call's streams waited on it, and the call is done
 		}
-		d.putEvent(ev) // the waits took the event's state: it may be recorded again
-		return run(ctx)
+		return err
 	}
 	k.after = hold.Release
 	return start(ctx, k)

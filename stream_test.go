@@ -3,6 +3,7 @@ package goccl_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 	"unsafe"
@@ -164,6 +165,77 @@ func TestStreamOrderedRefusesBadArguments(t *testing.T) {
 		}
 		if err := c.OnStream(nil).AllReduce(ctx, buf, reduceop.Sum).Wait(ctx); !errors.Is(err, goccl.ErrInvalid) {
 			t.Errorf("nil stream: %v, want ErrInvalid", err)
+		}
+		return nil
+	})
+}
+
+// Several collectives queued on one stream without a wait in between run
+// one after the other, each after the work before it, and none waits on
+// another's streams (each call has streams of its own).
+func TestStreamOrderedCallsInFlight(t *testing.T) {
+	const count = 1<<18 + 3
+	devs := []*hostsim.Device{hostsim.New(hostsim.Latency{Copy: time.Millisecond}), hostsim.New(hostsim.Latency{Copy: time.Millisecond})}
+	for _, d := range devs {
+		defer d.Close()
+	}
+	runRanks(t, 2, "", func(ctx context.Context, c *goccl.Comm) error {
+		d := devs[c.Rank()]
+		s, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		fs := s.(*hostsim.Stream)
+		bufs := make([]*hostsim.Buffer, 4)
+		for i := range bufs {
+			b, err := d.Alloc(reduceop.Float32, count)
+			if err != nil {
+				return err
+			}
+			defer b.Free()
+			bufs[i] = b.(*hostsim.Buffer)
+		}
+		v := float32(c.Rank() + 1)
+		fs.Launch("producer", func() {
+			for _, b := range bufs {
+				for i, f := 0, float32s(b.Bytes()); i < len(f); i++ {
+					f[i] = v
+				}
+			}
+		})
+		sc := c.OnStream(fs)
+		var works []*goccl.Work
+		for i, b := range bufs {
+			if i%2 == 0 {
+				works = append(works, sc.AllReduce(ctx, b, reduceop.Sum))
+			} else {
+				works = append(works, sc.Broadcast(ctx, b, 1))
+			}
+		}
+		sums := make([]float32, len(bufs))
+		fs.Launch("consumer", func() {
+			for i, b := range bufs {
+				f := float32s(b.Bytes())
+				sums[i] = f[0] + f[len(f)-1]
+			}
+		})
+		for i, w := range works {
+			if err := w.Wait(ctx); err != nil {
+				return fmt.Errorf("call %d: %w", i, err)
+			}
+		}
+		if err := fs.Synchronize(ctx); err != nil {
+			return err
+		}
+		for i, got := range sums {
+			want := float32(6) // 3+3 for the allreduces
+			if i%2 == 1 {
+				want = 4 // rank 1's 2, twice
+			}
+			if got != want {
+				return fmt.Errorf("rank %d call %d: consumer saw %v, want %v", c.Rank(), i, got, want)
+			}
 		}
 		return nil
 	})
