@@ -164,7 +164,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.IntVar(&cfg.root, "root", 0, "root rank for broadcast, reduce, gather, scatter")
 	algoFlag := fs.String("algo", "", "algorithm family: "+algoNames(benchAlgorithms())+"; all: every one that implements -op, one after the other; empty: the cost model picks per size")
 	fs.IntVar(&cfg.ranks, "n", defaultRanks(), "number of ranks: by default one per CPU this process may use, at least 2")
-	fs.StringVar(&cfg.transport, "transport", "tcp", "transport: tcp (one process per rank over loopback) or mem (ranks as goroutines in this process)")
+	fs.StringVar(&cfg.transport, "transport", "tcp", "transport: tcp (one process per rank over loopback), shm (one process per rank over shared memory), "+
+		"auto (one process per rank, over what Init picks by default: shm on one host) or mem (ranks as goroutines in this process)")
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed iterations per size")
 	fs.BoolVar(&cfg.check, "check", false, "after the timed calls, validate one more against a sequential reference (#wrong column); the figures do not change")
@@ -173,7 +174,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.BoolVar(&cfg.mismatchCheck, "mismatch-check", true, "send the collective fingerprint that catches ranks that disagree (off: measure its cost)")
 	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (DeepSpeed's Gbit/s)")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
-	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "with -transport tcp, bind each rank to an equal share of the CPUs when there are at least as many CPUs as ranks")
+	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "with one process per rank (-transport tcp, shm or auto), bind each rank to an equal share of the CPUs when there are at least as many CPUs as ranks")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -249,8 +250,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	if cfg.units, err = commslog.ParseUnits(*units); err != nil {
 		return nil, err
 	}
-	if cfg.transport != "tcp" && cfg.transport != "mem" {
-		return nil, fmt.Errorf("unknown -transport %q (tcp or mem)", cfg.transport)
+	switch cfg.transport {
+	case "tcp", "shm", "auto", "mem":
+	default:
+		return nil, fmt.Errorf("unknown -transport %q (tcp, shm, auto or mem)", cfg.transport)
 	}
 	switch cfg.format {
 	case "table", "csv", "json":

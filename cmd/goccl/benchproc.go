@@ -18,9 +18,10 @@ import (
 const benchWorkerEnv = "GOCCL_BENCH_WORKER"
 
 // benchProcesses runs the benchmark as cfg.ranks processes of this same
-// binary over TCP loopback, each started with the torchrun environment
-// (as `goccl run` would), and relays rank 0's table. It returns no rows:
-// rank 0 prints them itself.
+// binary, each started with the torchrun environment (as `goccl run`
+// would), and relays rank 0's table. It returns no rows: rank 0 prints
+// them itself. The ranks connect over cfg.transport: each passes it to
+// Init, so -transport tcp is TCP loopback whatever GOCCL_TRANSPORT says.
 func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout, stderr io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -62,7 +63,7 @@ func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout
 
 // benchWorker is one rank of benchProcesses.
 func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) ([]result, bool, error) {
-	c, err := goccl.Init(ctx, goccl.WithMismatchCheck(cfg.mismatchCheck))
+	c, err := goccl.Init(ctx, goccl.WithMismatchCheck(cfg.mismatchCheck), goccl.WithTransport(cfg.transport))
 	if err != nil {
 		return nil, false, err
 	}
