@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -81,18 +83,20 @@ func TestTranscriptGolden(t *testing.T) {
 	}
 }
 
-// TestDeterministic runs the same simulation twice and compares every
-// event and time.
+// TestDeterministic runs the same simulation with 1, 2 and 4 Ps and
+// compares every event and time.
 func TestDeterministic(t *testing.T) {
 	for _, a := range []algo.Algorithm{algo.Ring, algo.Tree, algo.Halving, algo.Doubling} {
 		cfg := Config{Ranks: 24, Topology: DefaultTopology(3), Gamma: DefaultGamma, SizeOnly: true, Record: true}
 		cfg.Topology.HostsPerLeaf, cfg.Topology.Oversubscription = 2, 2
 		var first *Result
-		for range 3 {
+		for _, procs := range []int{1, 2, 4} {
+			prev := runtime.GOMAXPROCS(procs)
 			res, err := RunCollective(context.Background(), cfg, algo.AllReduce, a, 3<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
+			runtime.GOMAXPROCS(prev)
 			if first == nil {
 				first = res
 				continue
@@ -208,5 +212,53 @@ func TestWrongReducer(t *testing.T) {
 	cfg := Config{Ranks: 3, Topology: DefaultTopology(1), Reduce: func(dst, src []byte) error { return nil }}
 	if _, err := RunCollective(context.Background(), cfg, algo.AllReduce, algo.Ring, 80); !errors.Is(err, ErrWrong) {
 		t.Fatalf("err = %v, want ErrWrong", err)
+	}
+}
+
+// TestLinkSharing checks the network's arithmetic: ranks 0 and 1 (host 0)
+// each send m bytes at once to ranks 2 and 3 (host 1). Through one NIC per
+// host the second message queues behind the first; with two NICs they
+// move side by side; across oversubscribed leaf uplinks they queue again.
+func TestLinkSharing(t *testing.T) {
+	const m = 1 << 20
+	inter := Level{Alpha: 5e-6, Beta: 1e-10}
+	intra := Level{Alpha: 1e-6, Beta: 1e-11}
+	send := func(topo Topology) []float64 {
+		t.Helper()
+		cfg := Config{Ranks: 4, ElemSize: 1, Topology: topo, SizeOnly: true}
+		res, err := Run(context.Background(), cfg, func(ctx context.Context, p algo.Peers) error {
+			b := make([]byte, m)
+			if p.Rank() < 2 {
+				return algo.Send(ctx, p, p.Rank()+2, b)
+			}
+			return algo.Recv(ctx, p, p.Rank()-2, b)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Finish
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) <= want*1e-9 }
+	one := Topology{Hosts: 2, Intra: intra, Inter: inter}
+	if f := send(one); !near(f[2], inter.Alpha+m*inter.Beta) || !near(f[3], inter.Alpha+2*m*inter.Beta) {
+		t.Errorf("one NIC: receivers finish at %g, %g; want %g, %g", f[2], f[3], inter.Alpha+m*inter.Beta, inter.Alpha+2*m*inter.Beta)
+	}
+	two := one
+	two.NICs = 2
+	if f := send(two); !near(f[2], inter.Alpha+m*inter.Beta) || !near(f[3], inter.Alpha+m*inter.Beta) {
+		t.Errorf("two NICs: receivers finish at %g, %g; want both %g", f[2], f[3], inter.Alpha+m*inter.Beta)
+	}
+	// One host per leaf, 2 NICs, uplinks oversubscribed 4x: each uplink
+	// carries 2 NICs' bandwidth / 4, half a NIC's, so the two messages
+	// queue at 2β per byte: the first at α + 2mβ, the second at α + 4mβ.
+	fat := two
+	fat.HostsPerLeaf, fat.Oversubscription = 1, 4
+	if f := send(fat); !near(f[2], inter.Alpha+2*m*inter.Beta) || !near(f[3], inter.Alpha+4*m*inter.Beta) {
+		t.Errorf("fat tree: receivers finish at %g, %g; want %g, %g", f[2], f[3], inter.Alpha+2*m*inter.Beta, inter.Alpha+4*m*inter.Beta)
+	}
+	// Within one host every rank has its own ports: no queueing.
+	same := Topology{Hosts: 1, Intra: intra, Inter: inter}
+	if f := send(same); !near(f[2], intra.Alpha+m*intra.Beta) || !near(f[3], intra.Alpha+m*intra.Beta) {
+		t.Errorf("one host: receivers finish at %g, %g; want both %g", f[2], f[3], intra.Alpha+m*intra.Beta)
 	}
 }
