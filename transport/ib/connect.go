@@ -47,9 +47,8 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ib: rank %d open device %q: %w", cfg.Rank, cfg.HCA, err)
 	}
-	e, err := newEndpoint(&cfg, dev)
+	e, err := newEndpoint(&cfg, dev) // on failure it has closed dev
 	if err != nil {
-		dev.Close()
 		return nil, fmt.Errorf("ib: rank %d: %w", cfg.Rank, err)
 	}
 	if err := e.exchange(ctx); err != nil {

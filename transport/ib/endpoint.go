@@ -129,12 +129,12 @@ func newEndpoint(cfg *Config, dev Device) (*Endpoint, error) {
 	}
 	pi := dev.Port()
 	if !pi.Active {
-		return nil, fmt.Errorf("device %s port %d is not active", dev.Name(), pi.Num)
+		return e.undo(fmt.Errorf("device %s port %d is not active", dev.Name(), pi.Num))
 	}
 	r, s := cfg.RecvDepth, cfg.SlotSize
 	cq, err := dev.CreateCQ((cfg.Size-1)*(e.sqDepth()+r) + 16)
 	if err != nil {
-		return nil, fmt.Errorf("create completion queue: %w", err)
+		return e.undo(fmt.Errorf("create completion queue: %w", err))
 	}
 	e.cq = cq
 	for rank := range cfg.Size {
@@ -167,6 +167,7 @@ func newEndpoint(cfg *Config, dev Device) (*Endpoint, error) {
 	return e, nil
 }
 
+// undo frees what newEndpoint made, the device included.
 func (e *Endpoint) undo(err error) (*Endpoint, error) {
 	e.release()
 	return nil, err

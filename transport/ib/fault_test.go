@@ -335,6 +335,7 @@ func TestHandshake(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			checkFabric(t, f) // a failed Connect frees everything it made
 			var pe *transport.PeerError
 			if !errors.As(errs[0], &pe) || pe.Peer != 1 || pe.Op != "handshake" || !strings.Contains(errs[0].Error(), "authentication failed") {
 				t.Fatalf("rank 0: %v, want a handshake PeerError naming rank 1", errs[0])

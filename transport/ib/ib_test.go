@@ -68,6 +68,10 @@ func connect(t testing.TB, f *ibfake.Fabric, size int, tweak func(*ib.Config)) [
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	kv := newMemKV()
+	if f != nil {
+		// Runs after the endpoints are closed (cleanups run last first).
+		t.Cleanup(func() { checkFabric(t, f) })
+	}
 	eps := make([]*ib.Endpoint, size)
 	errs := make([]error, size)
 	var wg sync.WaitGroup
@@ -93,6 +97,18 @@ func connect(t testing.TB, f *ibfake.Fabric, size int, tweak func(*ib.Config)) [
 		}
 	}
 	return eps
+}
+
+// checkFabric fails t if an endpoint freed a verbs object twice, left one
+// alive when it closed its device, or never closed its device.
+func checkFabric(t testing.TB, f *ibfake.Fabric) {
+	t.Helper()
+	for _, m := range f.Misuse() {
+		t.Errorf("fake fabric: %s", m)
+	}
+	if open := f.Unclosed(); len(open) > 0 {
+		t.Errorf("fake fabric: devices %v never closed", open)
+	}
 }
 
 func asEndpoints(eps []*ib.Endpoint) []transport.Endpoint {

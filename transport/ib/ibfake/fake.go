@@ -23,6 +23,7 @@ type Fabric struct {
 	devices map[string]*Device
 	qps     map[qpAddr]*QP
 	delay   time.Duration
+	misuse  []string
 }
 
 type qpAddr struct {
@@ -45,6 +46,36 @@ func (f *Fabric) SetCQDelay(d time.Duration) {
 	f.mu.Lock()
 	f.delay = d
 	f.mu.Unlock()
+}
+
+// Misuse lists the lifetime errors seen so far: an object destroyed
+// twice, or a device closed while memory regions, queue pairs or
+// completion queues of it were still alive (ibv_dealloc_pd and
+// ibv_close_device would fail or leak there). A crashed device is exempt.
+func (f *Fabric) Misuse() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.misuse...)
+}
+
+// Unclosed lists the devices opened and not closed (crashed ones count
+// as closed).
+func (f *Fabric) Unclosed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for name, d := range f.devices {
+		if !d.closed && !d.crashed {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (f *Fabric) misused(format string, args ...any) error {
+	err := fmt.Errorf("ibfake: "+format, args...)
+	f.misuse = append(f.misuse, err.Error())
+	return err
 }
 
 // Provider returns an ib.Provider whose Open makes a new device of the
@@ -151,7 +182,7 @@ func (m *mr) Dereg() error {
 	m.d.f.mu.Lock()
 	defer m.d.f.mu.Unlock()
 	if m.gone {
-		return errors.New("ibfake: region deregistered twice")
+		return m.d.f.misused("%s: region deregistered twice", m.d.name)
 	}
 	m.gone = true
 	delete(m.d.mrs, m.key)
@@ -200,9 +231,26 @@ func (d *Device) Close() error {
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
 	if d.closed {
-		return errors.New("ibfake: device closed twice")
+		return d.f.misused("%s: device closed twice", d.name)
 	}
 	d.closed = true
+	if !d.crashed {
+		live := 0
+		for _, q := range d.qps {
+			if !q.gone {
+				live++
+			}
+		}
+		cqs := 0
+		for _, c := range d.cqs {
+			if !c.closed {
+				cqs++
+			}
+		}
+		if len(d.mrs) > 0 || live > 0 || cqs > 0 {
+			d.f.misused("%s: closed with %d memory regions, %d queue pairs and %d completion queues alive", d.name, len(d.mrs), live, cqs)
+		}
+	}
 	for _, q := range d.qps {
 		delete(d.f.qps, qpAddr{d.lid, q.num})
 	}
@@ -366,7 +414,7 @@ func (c *CQ) Close() error {
 	c.d.f.mu.Lock()
 	defer c.d.f.mu.Unlock()
 	if c.closed {
-		return errors.New("ibfake: completion queue destroyed twice")
+		return c.d.f.misused("%s: completion queue destroyed twice", c.d.name)
 	}
 	c.closed = true
 	if c.timer != nil {
@@ -642,7 +690,7 @@ func (q *QP) Close() error {
 	q.d.f.mu.Lock()
 	defer q.d.f.mu.Unlock()
 	if q.gone {
-		return errors.New("ibfake: QP destroyed twice")
+		return q.d.f.misused("%s: QP %#x destroyed twice", q.d.name, q.num)
 	}
 	q.gone = true
 	q.recvs = nil
