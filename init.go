@@ -357,6 +357,8 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 	if kind == "shm" && len(local) < size {
 		return nil, fmt.Errorf("transport shm: ranks %s are not on this host (%s)", formatRanks(others(local, size), 16), id)
 	}
+	// Routes in order of preference: a peer goes by the first that
+	// reaches it (another transport, InfiniBand say, would go before TCP).
 	var routes []route.Route
 	if len(local) > 1 || len(local) == size {
 		shmEp, err := connectShm(ctx, shmConfig{
@@ -410,10 +412,12 @@ func routed(rank, size int, routes ...route.Route) (transport.Endpoint, error) {
 //	host/<h>/list     the nonce and host h's ranks, set by its first
 //	                  arrival once every rank has arrived
 //
-// Every rank makes four store round trips, the job's last arrival five,
-// and each host's first arrival 3+L more (L: its host's ranks): about 5N
-// requests over the job, wherever the N ranks are, and no rank reads a
-// key of another host.
+// A rank makes four store round trips (Add, Set, Add, Get of its host's
+// list); the job's last arrival one more; each host's first arrival, which
+// reads its host's L slots, L+1 more (L+5 in all). Over a job of N ranks
+// on H hosts that is 4N + 1 + (N+H) = 5N+H+1 requests whatever the
+// layout; no rank reads a key of another host, and only the H first
+// arrivals wait on hosts/all.
 func hostGroup(ctx context.Context, st store.Store, rank, size int, id string) ([]int, string, error) {
 	sum := sha256.Sum256([]byte(id))
 	hk := "host/" + hex.EncodeToString(sum[:12])
