@@ -275,3 +275,112 @@ func TestSegmentJob(t *testing.T) {
 		t.Errorf("two long job ids make one segment name %q", a)
 	}
 }
+
+// memStore is a store.Store in memory that counts each caller's requests.
+type memStore struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	kv    map[string][]byte
+	calls int
+}
+
+func newMemStore() *memStore {
+	s := &memStore{kv: map[string][]byte{}}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// counted is one rank's view of a memStore: it counts that rank's calls.
+type counted struct {
+	*memStore
+	n int
+}
+
+func (c *counted) Set(ctx context.Context, key string, v []byte) error {
+	c.n++
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kv[key] = slices.Clone(v)
+	c.cond.Broadcast()
+	return nil
+}
+
+func (c *counted) Get(ctx context.Context, key string) ([]byte, error) {
+	c.n++
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.kv[key] == nil {
+		c.cond.Wait() // the test's ranks all come: no ctx needed
+	}
+	return c.kv[key], nil
+}
+
+func (c *counted) Add(ctx context.Context, key string, d int64) (int64, error) {
+	c.n++
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, _ := strconv.ParseInt(string(c.kv[key]), 10, 64)
+	v += d
+	c.kv[key] = []byte(strconv.FormatInt(v, 10))
+	c.cond.Broadcast()
+	return v, nil
+}
+
+func (c *counted) CompareSet(context.Context, string, []byte, []byte) ([]byte, error) {
+	return nil, errors.ErrUnsupported
+}
+func (c *counted) Wait(context.Context, ...string) error        { return errors.ErrUnsupported }
+func (c *counted) Delete(context.Context, string) (bool, error) { return false, errors.ErrUnsupported }
+func (c *counted) NumKeys(context.Context) (int64, error)       { return 0, errors.ErrUnsupported }
+func (c *counted) Close() error                                 { return nil }
+
+// TestHostGroupCost holds hostGroup's doc to its word: the ranks of each
+// host find each other and share a nonce no other host has, a rank makes
+// four store requests, the job's last arrival five, each host's first
+// arrival L+5, and the job 5N+H+1.
+func TestHostGroupCost(t *testing.T) {
+	const size = 12
+	hostOf := func(r int) string { return []string{"a", "b", "c", "a"}[r%4] } // a: 6 ranks, b and c: 3
+	ms := newMemStore()
+	views := make([]*counted, size)
+	locals := make([][]int, size)
+	nonces := make([]string, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		views[r] = &counted{memStore: ms}
+		wg.Go(func() { locals[r], nonces[r], errs[r] = hostGroup(t.Context(), views[r], r, size, hostOf(r)) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	count := map[int]int{}
+	for r := range size {
+		var want []int
+		for q := range size {
+			if hostOf(q) == hostOf(r) {
+				want = append(want, q)
+			}
+		}
+		if !slices.Equal(locals[r], want) {
+			t.Errorf("rank %d: host ranks %v, want %v", r, locals[r], want)
+		}
+		for q := range size {
+			if same := hostOf(q) == hostOf(r); same != (nonces[q] == nonces[r]) {
+				t.Errorf("ranks %d and %d: nonces %q and %q", r, q, nonces[r], nonces[q])
+			}
+		}
+		total += views[r].n
+		count[views[r].n]++
+	}
+	// Per rank: 4; the last arrival 5; first arrivals 6+5=11 and 3+5=8
+	// (twice), one of which may also be the last arrival.
+	if want := 5*size + 3 + 1; total != want {
+		t.Errorf("%d store requests, want 5N+H+1 = %d (per rank: %v)", total, want, count)
+	}
+	if count[4] < size-4 || count[11]+count[12] != 1 || count[8]+count[9] != 2 {
+		t.Errorf("store requests per rank (requests: ranks) %v, want 4 for all but the hosts' first arrivals (11, 8, 8) and the last arrival (+1)", count)
+	}
+}
