@@ -47,7 +47,7 @@ const (
 	DefaultSpin        = 50 * time.Microsecond
 	DefaultHeartbeat   = time.Second
 	DefaultInitTimeout = 5 * time.Minute
-	DefaultMaxMessage  = 1 << 40
+	DefaultMaxMessage  = 1 << 32
 )
 
 // headerLen is the size of every message header (wire.go).
@@ -111,8 +111,9 @@ type Config struct {
 	Heartbeat time.Duration
 	// InitTimeout bounds Connect (DefaultInitTimeout).
 	InitTimeout time.Duration
-	// MaxMessage is the largest message a peer may announce
-	// (DefaultMaxMessage); more is a protocol error.
+	// MaxMessage is the largest message this rank sends, and that a peer
+	// may announce (DefaultMaxMessage, 4 GiB); a larger announcement is a
+	// protocol error.
 	MaxMessage int64
 	// Logger receives link failures. Nil means slog.Default().
 	Logger *slog.Logger

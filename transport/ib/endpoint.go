@@ -46,7 +46,16 @@ const (
 	wrSend  = 2 // index: send slot
 	wrWrite = 3 // index: the send's id
 	wrBeat  = 4 // heartbeat
+	wrChunk = 5 // index: the send's id; a write before the last of a long message
 )
+
+// maxWrite is the most one RDMA WRITE carries (adapters take at most
+// 2 GiB per work request): a longer message goes as several writes, the
+// last with the immediate. Tests lower it.
+var maxWrite uint64 = 1 << 30
+
+// writes is how many work requests a rendezvous write of n bytes takes.
+func writes(n uint64) int { return int(max((n+maxWrite-1)/maxWrite, 1)) }
 
 func wrID(peer, what int, index uint64) uint64 {
 	return uint64(peer)<<48 | uint64(what)<<40 | index&(1<<40-1)
@@ -270,6 +279,11 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 			p.queue = append(p.queue, o)
 		}
 	} else {
+		if int64(len(b)) > e.cfg.MaxMessage {
+			p.mu.Unlock()
+			return transport.Completed(&transport.PeerError{Op: "send", Peer: to,
+				Err: fmt.Errorf("message of %d bytes over the limit of %d (Config.MaxMessage)", len(b), e.cfg.MaxMessage)})
+		}
 		reg, err := e.cache.get(b)
 		if err != nil {
 			p.mu.Unlock()
@@ -331,6 +345,8 @@ func (p *peer) canPost(o *out) bool {
 	switch {
 	case p.sent-p.acked+1 > limit:
 		return false
+	case o.write != nil && p.sqOut+writes(o.h.n) > p.e.sqDepth():
+		return false
 	case p.sqOut >= p.e.sqDepth():
 		return false
 	case o.write == nil && len(p.free) == 0:
@@ -343,8 +359,19 @@ func (p *peer) canPost(o *out) bool {
 func (p *peer) post(o *out) error {
 	var wr SendWR
 	if s := o.write; s != nil {
-		wr = SendWR{ID: wrID(p.rank, wrWrite, o.h.id), Op: OpWriteImm, Addr: AddrOf(s.buf), Len: uint32(o.h.n),
-			LKey: s.reg.mr.LKey(), RemoteAddr: o.waddr, RKey: o.wrkey, Imm: uint32(o.h.tag), Signaled: true}
+		// All but the last piece as plain writes; RC keeps them in order,
+		// so the last one's immediate means the whole message is there.
+		var off uint64
+		for ; o.h.n-off > maxWrite; off += maxWrite {
+			chunk := SendWR{ID: wrID(p.rank, wrChunk, o.h.id), Op: OpWrite, Addr: AddrOf(s.buf[off:]), Len: uint32(maxWrite),
+				LKey: s.reg.mr.LKey(), RemoteAddr: o.waddr + off, RKey: o.wrkey, Signaled: true}
+			if err := p.qp.PostSend(&chunk); err != nil {
+				return err
+			}
+			p.sqOut++
+		}
+		wr = SendWR{ID: wrID(p.rank, wrWrite, o.h.id), Op: OpWriteImm, Addr: AddrOf(s.buf[off:]), Len: uint32(o.h.n - off),
+			LKey: s.reg.mr.LKey(), RemoteAddr: o.waddr + off, RKey: o.wrkey, Imm: uint32(o.h.tag), Signaled: true}
 	} else {
 		slot := p.free[len(p.free)-1]
 		p.free = p.free[:len(p.free)-1]
@@ -515,6 +542,8 @@ func (p *peer) complete(wc *WC, what int, index uint64) error {
 	case wrBeat:
 		p.sqOut--
 		p.beatOut = false
+	case wrChunk:
+		p.sqOut--
 	case wrWrite:
 		p.sqOut--
 		if s := p.sends[index]; s != nil {
