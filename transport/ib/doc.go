@@ -49,9 +49,11 @@
 // copied. A larger message goes by rendezvous: the sender announces it
 // (RTS, with its length), the receiver answers with the address and key of
 // the buffer to write into (CTS), and the sender writes the data there
-// with one RDMA WRITE with immediate, whose completion at the receiver
-// says the data is in place; the send completes when the write has. When
-// the receive is already posted the data lands straight in the user's
+// with one RDMA WRITE with immediate (a message over 1 GiB as several
+// writes, the last with the immediate; RC keeps them in order), whose
+// completion at the receiver says the data is in place; the send
+// completes when the write has. Messages are at most Config.MaxMessage
+// (4 GiB). When the receive is already posted the data lands straight in the user's
 // buffer; when not, it lands in a pooled buffer that joins the
 // unexpected-message queue, and later messages of that tag from that peer
 // wait for it so the tag's order holds (other tags move on).
