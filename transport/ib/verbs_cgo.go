@@ -238,7 +238,7 @@ func (verbsProvider) Open(name string, port, gidIndex int) (Device, error) {
 	var n C.int
 	list, err := C.ibv_get_device_list(&n)
 	if list == nil {
-		return nil, lastErr("ibv_get_device_list", err)
+		return nil, lastErr("ib: no RDMA devices (is an RDMA driver loaded?): ibv_get_device_list", err)
 	}
 	defer C.ibv_free_device_list(list)
 	devs := unsafe.Slice(list, int(n))
