@@ -349,13 +349,26 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 		id = "unshared " + strconv.Itoa(r.jobRank) + " " + rand.Text()
 	}
 	kv := store.WithPrefix(r.st.st, r.key(r.epoch()))
-	local, nonce, err := hostGroup(ctx, kv, rank, size, id)
+	room := func(n int) error {
+		err := shmRoom(n)
+		if err != nil {
+			debugLog(log, slog.LevelWarn, "goccl host: no room for shared memory, this host's ranks use TCP", "ranks", n, "reason", err)
+		}
+		return err
+	}
+	h, err := hostGroup(ctx, kv, rank, size, id, room)
 	if err != nil {
 		return nil, fmt.Errorf("finding the ranks on this host: %w", err)
 	}
-	debugLog(log, slog.LevelInfo, "goccl host", "id", id, "local_ranks", formatRanks(local, 64))
-	if kind == "shm" && len(local) < size {
+	local, nonce := h.local, h.nonce
+	debugLog(log, slog.LevelInfo, "goccl host", "id", id, "local_ranks", formatRanks(local, 64), "shm", nonce != "")
+	switch {
+	case kind == "shm" && len(local) < size:
 		return nil, fmt.Errorf("transport shm: ranks %s are not on this host (%s)", formatRanks(others(local, size), 16), id)
+	case kind == "shm" && nonce == "":
+		return nil, fmt.Errorf("transport shm: no room in shared memory for the rings of this host's %d ranks (rank %d measured it; GOCCL_DEBUG=warn there says more)", len(local), h.first)
+	case nonce == "":
+		local = []int{rank} // TCP to everyone
 	}
 	// Routes in order of preference: a peer goes by the first that
 	// reaches it (another transport, InfiniBand say, would go before TCP).
@@ -413,76 +426,104 @@ func routed(rank, size int, routes ...route.Route) (transport.Endpoint, error) {
 //	                  arrival once every rank has arrived
 //
 // A rank makes four store round trips (Add, Set, Add, Get of its host's
-// list); the job's last arrival one more; each host's first arrival, which
-// reads its host's L slots, L+1 more (L+5 in all). Over a job of N ranks
+// list); the job's last arrival one more; each host's first arrival L+1
+// more (it reads hosts/all, the count and the other L-1 slots, and sets
+// the list, but reads no list: L+5 in all). Over a job of N ranks
 // on H hosts that is 4N + 1 + (N+H) = 5N+H+1 requests whatever the
 // layout; no rank reads a key of another host, and only the H first
 // arrivals wait on hosts/all.
-func hostGroup(ctx context.Context, st store.Store, rank, size int, id string) ([]int, string, error) {
+//
+// The first arrival also asks room whether its host can hold the rings of
+// its ranks; if not, the list's nonce is "-" and hostGroup returns no
+// nonce to any rank of that host.
+func hostGroup(ctx context.Context, st store.Store, rank, size int, id string, room func(ranks int) error) (hostInfo, error) {
+	h, err := hostList(ctx, st, rank, size, id, room)
+	if err != nil {
+		return hostInfo{}, err
+	}
+	fields := strings.Fields(string(h))
+	if len(fields) < 2 {
+		return hostInfo{}, fmt.Errorf("%w: host list %q", ErrProtocol, h)
+	}
+	info := hostInfo{local: make([]int, 0, len(fields)-1), nonce: fields[0]}
+	if info.nonce == "-" {
+		info.nonce = ""
+	}
+	for _, f := range fields[1:] {
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 0 || r >= size {
+			return hostInfo{}, fmt.Errorf("%w: host list %q", ErrProtocol, h)
+		}
+		info.local = append(info.local, r)
+	}
+	info.first = info.local[0]
+	slices.Sort(info.local)
+	if len(slices.Compact(slices.Clone(info.local))) != len(info.local) || !slices.Contains(info.local, rank) {
+		return hostInfo{}, fmt.Errorf("%w: host list %q for rank %d", ErrProtocol, h, rank)
+	}
+	return info, nil
+}
+
+// hostInfo is what hostGroup learns.
+type hostInfo struct {
+	local []int  // the job ranks on this host, in order
+	nonce string // names the host's segments; "": no room for them
+	first int    // the host's first arrival, which made the list
+}
+
+// hostList returns the list of hostGroup's doc: a nonce (or "-") and the
+// host's ranks, the first arrival first.
+func hostList(ctx context.Context, st store.Store, rank, size int, id string, room func(ranks int) error) ([]byte, error) {
 	sum := sha256.Sum256([]byte(id))
 	hk := "host/" + hex.EncodeToString(sum[:12])
 	i, err := st.Add(ctx, hk+"/n", 1)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := st.Set(ctx, hk+"/"+strconv.FormatInt(i-1, 10), []byte(strconv.Itoa(rank))); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	arrived, err := st.Add(ctx, "hosts/arrived", 1)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if arrived == int64(size) {
 		if err := st.Set(ctx, "hosts/all", []byte("1")); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	}
-	var list []byte
-	if i == 1 {
-		// This host's first arrival lists its ranks once all have come.
-		if _, err := st.Get(ctx, "hosts/all"); err != nil {
-			return nil, "", err
-		}
-		n, err := getInt(ctx, st, hk+"/n")
-		if err != nil {
-			return nil, "", err
-		}
-		var b strings.Builder
+	if i > 1 {
+		return st.Get(ctx, hk+"/list")
+	}
+	// This host's first arrival lists its ranks once all have come.
+	if _, err := st.Get(ctx, "hosts/all"); err != nil {
+		return nil, err
+	}
+	n, err := getInt(ctx, st, hk+"/n")
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if n > 1 && room != nil && room(int(n)) != nil {
+		b.WriteString("-")
+	} else {
 		b.WriteString(rand.Text())
-		for j := range n {
-			v := []byte(strconv.Itoa(rank))
-			if j > 0 {
-				if v, err = st.Get(ctx, hk+"/"+strconv.FormatInt(j, 10)); err != nil {
-					return nil, "", err
-				}
+	}
+	for j := range n {
+		v := []byte(strconv.Itoa(rank))
+		if j > 0 {
+			if v, err = st.Get(ctx, hk+"/"+strconv.FormatInt(j, 10)); err != nil {
+				return nil, err
 			}
-			b.WriteByte(' ')
-			b.Write(v)
 		}
-		list = []byte(b.String())
-		if err := st.Set(ctx, hk+"/list", list); err != nil {
-			return nil, "", err
-		}
-	} else if list, err = st.Get(ctx, hk+"/list"); err != nil {
-		return nil, "", err
+		b.WriteByte(' ')
+		b.Write(v)
 	}
-	fields := strings.Fields(string(list))
-	if len(fields) < 2 {
-		return nil, "", fmt.Errorf("%w: host list %q", ErrProtocol, list)
+	list := []byte(b.String())
+	if err := st.Set(ctx, hk+"/list", list); err != nil {
+		return nil, err
 	}
-	local := make([]int, 0, len(fields)-1)
-	for _, f := range fields[1:] {
-		r, err := strconv.Atoi(f)
-		if err != nil || r < 0 || r >= size {
-			return nil, "", fmt.Errorf("%w: host list %q", ErrProtocol, list)
-		}
-		local = append(local, r)
-	}
-	slices.Sort(local)
-	if len(slices.Compact(slices.Clone(local))) != len(local) || !slices.Contains(local, rank) {
-		return nil, "", fmt.Errorf("%w: host list %q for rank %d", ErrProtocol, list, rank)
-	}
-	return local, fields[0], nil
+	return list, nil
 }
 
 func getInt(ctx context.Context, st store.Store, key string) (int64, error) {

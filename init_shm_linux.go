@@ -44,3 +44,24 @@ func hostIdentity() (string, error) {
 func connectShm(ctx context.Context, c shmConfig) (transport.Endpoint, error) {
 	return shm.Connect(ctx, shm.Config{Rank: c.rank, Size: c.size, JobID: c.job, Nonce: c.nonce})
 }
+
+// shmRoom fails when the filesystem of transport/shm's segments lacks the
+// room that the rings between n ranks take: a tmpfs sizes a file without
+// reserving its pages, so a full one would kill a rank with SIGBUS on
+// its first write rather than fail its Connect (a container's /dev/shm
+// is often 64 MiB; 16 ranks' rings take 124 MiB).
+func shmRoom(n int) error {
+	need := uint64(n) * uint64(n-1) * uint64(shmRingHeader+shm.DefaultSlots*shm.DefaultSlotSize)
+	var st unix.Statfs_t
+	if err := unix.Statfs(shm.DefaultDir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", shm.DefaultDir, err)
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < need {
+		return fmt.Errorf("%s has %d MiB free, the rings of %d ranks take %d MiB", shm.DefaultDir, free>>20, n, need>>20)
+	}
+	return nil
+}
+
+// shmRingHeader is the size of a ring's header, before its slots (see
+// transport/shm's doc).
+const shmRingHeader = 4096

@@ -17,3 +17,5 @@ var errNoShm = fmt.Errorf("transport/shm is Linux only: %w", errors.ErrUnsupport
 func hostIdentity() (string, error) { return "", errNoShm }
 
 func connectShm(ctx context.Context, c shmConfig) (transport.Endpoint, error) { return nil, errNoShm }
+
+func shmRoom(n int) error { return errNoShm }

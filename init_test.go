@@ -335,12 +335,24 @@ func (c *counted) NumKeys(context.Context) (int64, error)       { return 0, erro
 func (c *counted) Close() error                                 { return nil }
 
 // TestHostGroupCost holds hostGroup's doc to its word: the ranks of each
-// host find each other and share a nonce no other host has, a rank makes
-// four store requests, the job's last arrival five, each host's first
-// arrival L+5, and the job 5N+H+1.
+// host find each other and share a nonce no other host has (none where
+// there is no room for the rings), a rank makes four store requests, the
+// job's last arrival five, each host's first arrival L+5, and the job
+// 5N+H+1.
 func TestHostGroupCost(t *testing.T) {
-	const size = 12
-	hostOf := func(r int) string { return []string{"a", "b", "c", "a"}[r%4] } // a: 6 ranks, b and c: 3
+	hosts := []string{"a", "b", "a", "c", "a", "b", "a", "b", "a", "c", "a", "b"} // a: 6 ranks, b: 4, c: 2
+	size := len(hosts)
+	var roomMu sync.Mutex
+	var asked []int
+	room := func(n int) error {
+		roomMu.Lock()
+		defer roomMu.Unlock()
+		asked = append(asked, n)
+		if n == 2 {
+			return errors.New("no room") // host c
+		}
+		return nil
+	}
 	ms := newMemStore()
 	views := make([]*counted, size)
 	locals := make([][]int, size)
@@ -349,7 +361,11 @@ func TestHostGroupCost(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range size {
 		views[r] = &counted{memStore: ms}
-		wg.Go(func() { locals[r], nonces[r], errs[r] = hostGroup(t.Context(), views[r], r, size, hostOf(r)) })
+		wg.Go(func() {
+			var h hostInfo
+			h, errs[r] = hostGroup(t.Context(), views[r], r, size, hosts[r], room)
+			locals[r], nonces[r] = h.local, h.nonce
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -360,27 +376,35 @@ func TestHostGroupCost(t *testing.T) {
 	for r := range size {
 		var want []int
 		for q := range size {
-			if hostOf(q) == hostOf(r) {
+			if hosts[q] == hosts[r] {
 				want = append(want, q)
 			}
 		}
 		if !slices.Equal(locals[r], want) {
 			t.Errorf("rank %d: host ranks %v, want %v", r, locals[r], want)
 		}
+		if (nonces[r] == "") != (hosts[r] == "c") {
+			t.Errorf("rank %d on host %s: nonce %q", r, hosts[r], nonces[r])
+		}
 		for q := range size {
-			if same := hostOf(q) == hostOf(r); same != (nonces[q] == nonces[r]) {
+			if same := hosts[q] == hosts[r]; same != (nonces[q] == nonces[r]) {
 				t.Errorf("ranks %d and %d: nonces %q and %q", r, q, nonces[r], nonces[q])
 			}
 		}
 		total += views[r].n
 		count[views[r].n]++
 	}
-	// Per rank: 4; the last arrival 5; first arrivals 6+5=11 and 3+5=8
-	// (twice), one of which may also be the last arrival.
-	if want := 5*size + 3 + 1; total != want {
-		t.Errorf("%d store requests, want 5N+H+1 = %d (per rank: %v)", total, want, count)
+	slices.Sort(asked)
+	if !slices.Equal(asked, []int{2, 4, 6}) {
+		t.Errorf("room asked for %v ranks, want once per host: [2 4 6]", asked)
 	}
-	if count[4] < size-4 || count[11]+count[12] != 1 || count[8]+count[9] != 2 {
-		t.Errorf("store requests per rank (requests: ranks) %v, want 4 for all but the hosts' first arrivals (11, 8, 8) and the last arrival (+1)", count)
+	if want := 5*size + 3 + 1; total != want {
+		t.Errorf("%d store requests, want 5N+H+1 = %d (requests: ranks %v)", total, want, count)
+	}
+	// The first arrivals make 11, 9 and 7 requests, the last arrival one
+	// more than it would.
+	firsts := count[11] + count[12] + count[9] + count[10] + count[7] + count[8]
+	if count[4]+count[5] != size-3 || firsts != 3 || count[5]+count[12]+count[10]+count[8] != 1 {
+		t.Errorf("requests: ranks %v, want 4 for all but the hosts' first arrivals (11, 9, 7) and one more for the last arrival", count)
 	}
 }
