@@ -363,3 +363,29 @@ func TestQueuePairSettings(t *testing.T) {
 		t.Fatalf("RTS %+v: want timeout 10, retry 3, RNR retry 5, a 24-bit PSN", rts)
 	}
 }
+
+// TestIdleParks: an idle endpoint stops polling after its spin and parks
+// on the completion channel, and a message wakes it. Over 100 ms idle a
+// parked pair polls a handful of times (spin, arm, poll once more);
+// spinning all along would poll tens of thousands of times. The bound,
+// 1000 polls, sits far from both.
+func TestIdleParks(t *testing.T) {
+	ctx := testCtx(t)
+	f := ibfake.New()
+	eps := connect(t, f, 2, func(c *ib.Config) { c.Heartbeat, c.Spin = -1, time.Millisecond })
+	closeAll(t, eps)
+	time.Sleep(20 * time.Millisecond) // past the spin after Connect
+	before := f.Polls()
+	time.Sleep(100 * time.Millisecond)
+	if n := f.Polls() - before; n > 1000 {
+		t.Fatalf("%d polls while idle for 100 ms: the progress goroutine does not park", n)
+	}
+	got := make([]byte, 4)
+	r := eps[1].Irecv(0, 1, got)
+	if err := eps[0].Isend(1, 1, []byte("wake")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err != nil || string(got) != "wake" {
+		t.Fatalf("after parking: %v %q", err, got)
+	}
+}

@@ -24,6 +24,7 @@ type Fabric struct {
 	qps     map[qpAddr]*QP
 	delay   time.Duration
 	misuse  []string
+	polls   int64
 }
 
 type qpAddr struct {
@@ -76,6 +77,13 @@ func (f *Fabric) misused(format string, args ...any) error {
 	err := fmt.Errorf("ibfake: "+format, args...)
 	f.misuse = append(f.misuse, err.Error())
 	return err
+}
+
+// Polls is how many times any completion queue of the fabric was polled.
+func (f *Fabric) Polls() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.polls
 }
 
 // Provider returns an ib.Provider whose Open makes a new device of the
@@ -364,6 +372,7 @@ func (c *CQ) Overflowed() bool {
 func (c *CQ) Poll(wc []ib.WC) (int, error) {
 	c.d.f.mu.Lock()
 	defer c.d.f.mu.Unlock()
+	c.d.f.polls++
 	if c.d.crashed {
 		return 0, ErrGone
 	}
