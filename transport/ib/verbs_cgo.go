@@ -29,9 +29,10 @@ static int goccl_query_port(struct ibv_context *ctx, int port, int gid_index, ui
 	*active = pa.state == IBV_PORT_ACTIVE;
 	*mtu = pa.active_mtu;
 	memset(&g, 0, sizeof g);
-	if (gid_index < pa.gid_tbl_len && ibv_query_gid(ctx, port, gid_index, &g) == 0) {
-		memcpy(gid, g.raw, 16);
-	}
+	if (gid_index >= pa.gid_tbl_len) return pa.lid ? 0 : EINVAL; // RoCE needs the GID
+	rc = ibv_query_gid(ctx, port, gid_index, &g);
+	if (rc) return rc < 0 ? -rc : rc;
+	memcpy(gid, g.raw, 16);
 	return 0;
 }
 
@@ -256,7 +257,7 @@ func (verbsProvider) Open(name string, port, gidIndex int) (Device, error) {
 			}
 			continue
 		}
-		dev, err := openPort(ctx, dn, port, gidIndex, name != "")
+		dev, err := openPort(ctx, dn, port, gidIndex)
 		if err == nil {
 			return dev, nil
 		}
@@ -273,7 +274,7 @@ func (verbsProvider) Open(name string, port, gidIndex int) (Device, error) {
 
 // openPort finds the port (the first active one when port is 0) and
 // allocates the protection domain.
-func openPort(ctx *C.struct_ibv_context, name string, port, gidIndex int, named bool) (Device, error) {
+func openPort(ctx *C.struct_ibv_context, name string, port, gidIndex int) (Device, error) {
 	ports := []int{port}
 	if port == 0 {
 		cnt := int(C.goccl_port_count(ctx))
