@@ -352,12 +352,13 @@ func TestHandshake(t *testing.T) {
 // options.
 func TestQueuePairSettings(t *testing.T) {
 	f := ibfake.New()
+	f.SetMTU(devName(1), 3) // 1024 bytes: the path MTU of both ends
 	eps := connect(t, f, 2, func(c *ib.Config) { c.Timeout, c.RetryCount, c.RNRRetry = 10, 3, 5 })
 	closeAll(t, eps)
 	q0, q1 := f.Device(devName(0)).QPTo(devName(1)), f.Device(devName(1)).QPTo(devName(0))
 	rtr, rts := q0.RTR(), q0.RTS()
-	if rtr.RemoteQPN != q1.Num() || rtr.MTU != 5 || rtr.RemotePSN != q1.RTS().PSN {
-		t.Fatalf("RTR %+v: want remote QPN %#x, MTU 5 (4096), remote PSN %#x", rtr, q1.Num(), q1.RTS().PSN)
+	if rtr.RemoteQPN != q1.Num() || rtr.MTU != 3 || q1.RTR().MTU != 3 || rtr.RemotePSN != q1.RTS().PSN {
+		t.Fatalf("RTR %+v: want remote QPN %#x, MTU 3 (1024) at both ends, remote PSN %#x", rtr, q1.Num(), q1.RTS().PSN)
 	}
 	if rts.Timeout != 10 || rts.RetryCnt != 3 || rts.RNRRetry != 5 || rts.PSN > 0xffffff {
 		t.Fatalf("RTS %+v: want timeout 10, retry 3, RNR retry 5, a 24-bit PSN", rts)

@@ -25,6 +25,7 @@ type Fabric struct {
 	delay   time.Duration
 	misuse  []string
 	polls   int64
+	mtus    map[string]ib.MTU
 }
 
 type qpAddr struct {
@@ -79,6 +80,17 @@ func (f *Fabric) misused(format string, args ...any) error {
 	return err
 }
 
+// SetMTU sets the active MTU of the port of the device that will be
+// opened under name (default 5, 4096 bytes).
+func (f *Fabric) SetMTU(name string, m ib.MTU) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mtus == nil {
+		f.mtus = map[string]ib.MTU{}
+	}
+	f.mtus[name] = m
+}
+
 // Polls is how many times any completion queue of the fabric was polled.
 func (f *Fabric) Polls() int64 {
 	f.mu.Lock()
@@ -106,7 +118,10 @@ func (p provider) Open(name string, port, gidIndex int) (ib.Device, error) {
 	if port > 1 || gidIndex != 0 {
 		return nil, fmt.Errorf("ibfake: device %s has no port %d or GID index %d", name, port, gidIndex)
 	}
-	d := &Device{f: f, name: name, lid: f.nextLID, mrs: map[uint32]*mr{}}
+	d := &Device{f: f, name: name, lid: f.nextLID, mrs: map[uint32]*mr{}, mtu: 5}
+	if m, ok := f.mtus[name]; ok {
+		d.mtu = m
+	}
 	d.gid[0], d.gid[1] = 0xfe, 0x80
 	d.gid[14], d.gid[15] = byte(d.lid>>8), byte(d.lid)
 	f.nextLID++
@@ -127,6 +142,7 @@ type Device struct {
 	name    string
 	lid     uint16
 	gid     [16]byte
+	mtu     ib.MTU
 	mrs     map[uint32]*mr
 	qps     []*QP
 	cqs     []*CQ
@@ -148,7 +164,7 @@ type mr struct {
 func (d *Device) Name() string { return d.name }
 
 func (d *Device) Port() ib.PortInfo {
-	return ib.PortInfo{Num: 1, LID: d.lid, GID: d.gid, Active: true, MTU: 5}
+	return ib.PortInfo{Num: 1, LID: d.lid, GID: d.gid, Active: true, MTU: d.mtu}
 }
 
 // Regions is the number of memory regions registered now.
