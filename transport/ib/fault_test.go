@@ -390,3 +390,28 @@ func TestIdleParks(t *testing.T) {
 		t.Fatalf("after parking: %v %q", err, got)
 	}
 }
+
+// TestEnvironment: GOCCL_IB_HCA names the device and port when
+// Config.HCA is empty, and bad values are refused before anything opens.
+func TestEnvironment(t *testing.T) {
+	ctx := testCtx(t)
+	f := ibfake.New()
+	t.Setenv(ib.EnvHCA, "envdev")
+	ep, err := ib.Connect(ctx, ib.Config{Rank: 0, Size: 1, Provider: f.Provider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Device("envdev") == nil {
+		t.Fatalf("GOCCL_IB_HCA=envdev: device not opened")
+	}
+	ep.Close()
+	for _, tc := range []struct{ hca, gid string }{{"envdev:2", ""}, {"envdev:x", ""}, {"envdev", "-1"}, {"envdev", "one"}} {
+		t.Setenv(ib.EnvHCA, tc.hca)
+		t.Setenv(ib.EnvGIDIndex, tc.gid)
+		if ep, err := ib.Connect(ctx, ib.Config{Rank: 0, Size: 1, Provider: f.Provider()}); err == nil {
+			ep.Close()
+			t.Errorf("GOCCL_IB_HCA=%q GOCCL_IB_GID_INDEX=%q: Connect succeeded", tc.hca, tc.gid)
+		}
+	}
+	checkFabric(t, f)
+}
