@@ -126,8 +126,10 @@ func RunCollective(ctx context.Context, cfg Config, c algo.Collective, a algo.Al
 		case algo.ScatterFunc:
 			return f(ctx, p, buf(p), counts, 0)
 		case algo.AllToAllFunc:
-			recv := make([]byte, count*es)
-			if !withData {
+			var recv []byte
+			if withData {
+				recv = make([]byte, count*es)
+			} else {
 				recv = s.mem.get(count * es)
 			}
 			err := f(ctx, p, buf(p), counts, recv, counts)

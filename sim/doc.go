@@ -10,12 +10,13 @@
 // hosts (each rank has its own port within a host, at the Intra level),
 // connects the hosts through their NICs (the Inter level) and, optionally,
 // through the leaf switches of a two-level fat tree with oversubscribed
-// uplinks. Every link is a first-come first-served server of its
-// bandwidth in each direction, so messages that cross a link at once share
-// it; a message has been sent when the slowest of its links has carried
-// it, and arrives α later. Receives match sends in FIFO order per pair of
-// ranks, as [algo.Peers] requires: a receive completes when its message
-// has arrived and it has been posted. [Flat] is the plain alpha-beta
+// uplinks. Every link's bandwidth, in each direction, is shared equally
+// by the messages crossing it at once, and a message moves at the pace of
+// its most crowded link; the messages of one pair of ranks go one after
+// the other, as over one connection. A message has been sent when its last
+// byte has left and arrives α later. Receives match sends in FIFO order
+// per pair of ranks, as [algo.Peers] requires: a receive completes when
+// its message has arrived and it has been posted. [Flat] is the plain alpha-beta
 // model of package algo's cost formulas: every rank alone on a host.
 //
 // # The scheduler

@@ -51,5 +51,5 @@ func ExampleRunCollective_sizeOnly() {
 	}
 	// Output:
 	// ring: 10.6 ms
-	// halving: 75.3 ms
+	// halving: 75.4 ms
 }

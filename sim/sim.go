@@ -157,13 +157,16 @@ type rank struct {
 	err    error
 	finish float64
 	q      map[int]*pairQ // by sender: messages for this rank
+	out    map[int]*outQ  // by receiver: messages from this rank not yet sent
 }
 
 type event struct {
 	t    float64
 	seq  int64
-	req  *request // a send or receive completing, or nil
-	rank int32    // a reduction ending, when req is nil
+	req  *request // a receive completing, or nil
+	fl   *flow    // a message leaving its sender, or nil
+	ver  uint32   // fl's pace when this event was made
+	rank int32    // a reduction ending, when req and fl are nil
 }
 
 type sched struct {
@@ -183,6 +186,9 @@ type sched struct {
 	doneCh  chan struct{}
 	res     Result
 	mem     *reserved
+
+	markGen  uint64
+	affected []*flow
 }
 
 func newSched(ctx context.Context, cfg Config) (*sched, error) {
@@ -204,7 +210,7 @@ func newSched(ctx context.Context, cfg Config) (*sched, error) {
 	s := &sched{ctx: ctx, cfg: cfg, n: cfg.Ranks, net: newNetwork(cfg.Topology, cfg.Ranks), left: cfg.Ranks, doneCh: make(chan struct{})}
 	s.ranks = make([]*rank, s.n)
 	for i := range s.ranks {
-		s.ranks[i] = &rank{s: s, id: i, wake: make(chan struct{}, 1), q: map[int]*pairQ{}}
+		s.ranks[i] = &rank{s: s, id: i, wake: make(chan struct{}, 1), q: map[int]*pairQ{}, out: map[int]*outQ{}}
 	}
 	if cfg.SizeOnly {
 		s.mem = &reserved{}
@@ -406,19 +412,28 @@ func (s *sched) advance() {
 	s.now = t
 	for len(s.heap) > 0 && s.heap[0].t == t {
 		e := s.pop()
-		if e.req == nil {
+		switch {
+		case e.fl != nil:
+			if e.ver == e.fl.ver {
+				s.finishFlow(e.fl)
+			}
+		case e.req != nil:
+			s.complete(e.req)
+		default:
 			s.wakeSet = append(s.wakeSet, int(e.rank))
-			continue
 		}
-		q := e.req
-		q.done = true
-		if !q.send && q.data != nil && q.err == nil {
-			copy(q.b, q.data)
-			q.data = nil
-		}
-		if q.r.waitOn == q {
-			s.wakeSet = append(s.wakeSet, q.r.id)
-		}
+	}
+}
+
+// complete finishes request q and wakes its rank if it waits for it.
+func (s *sched) complete(q *request) {
+	q.done = true
+	if !q.send && q.data != nil && q.err == nil {
+		copy(q.b, q.data)
+		q.data = nil
+	}
+	if q.r.waitOn == q {
+		s.wakeSet = append(s.wakeSet, q.r.id)
 	}
 }
 
@@ -437,19 +452,19 @@ func (s *sched) take(rk *rank) {
 }
 
 func (s *sched) send(rk *rank, to int, b []byte, q *request) {
-	m := len(b)
-	start, sent, arrive := s.net.transfer(rk.id, to, m, s.now)
 	s.res.Msgs++
-	s.res.Bytes += int64(m)
-	s.push(event{t: sent, req: q})
-	msg := message{bytes: m, step: q.step, start: start, arrive: arrive}
+	s.res.Bytes += int64(len(b))
+	m := outMsg{to: to, bytes: len(b), step: q.step, req: q}
 	if !s.cfg.SizeOnly {
-		msg.data = append([]byte(nil), b...)
+		m.data = append([]byte(nil), b...)
 	}
-	if s.cfg.Record {
-		s.record(Event{Kind: Send, Rank: rk.id, Peer: to, Bytes: m, Step: q.step, Start: start, End: arrive})
-	}
-	pq := s.ranks[to].pair(rk.id)
+	s.enqueue(rk, m)
+}
+
+// deliver hands a message that has left rank from to its receiver: it
+// completes the receive posted for it, or waits for one.
+func (s *sched) deliver(from int, msg message, to int) {
+	pq := s.ranks[to].pair(from)
 	if len(pq.recvs) > 0 {
 		r := pq.recvs[0]
 		pq.recvs[0] = nil

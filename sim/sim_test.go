@@ -217,48 +217,72 @@ func TestWrongReducer(t *testing.T) {
 
 // TestLinkSharing checks the network's arithmetic: ranks 0 and 1 (host 0)
 // each send m bytes at once to ranks 2 and 3 (host 1). Through one NIC per
-// host the second message queues behind the first; with two NICs they
-// move side by side; across oversubscribed leaf uplinks they queue again.
+// host the two messages share it and both take 2mβ; with two NICs they
+// move side by side; across oversubscribed leaf uplinks they share again.
+// Two messages of one pair go one after the other.
 func TestLinkSharing(t *testing.T) {
 	const m = 1 << 20
 	inter := Level{Alpha: 5e-6, Beta: 1e-10}
 	intra := Level{Alpha: 1e-6, Beta: 1e-11}
-	send := func(topo Topology) []float64 {
+	run := func(topo Topology, fn func(ctx context.Context, p algo.Peers) error) []float64 {
 		t.Helper()
 		cfg := Config{Ranks: 4, ElemSize: 1, Topology: topo, SizeOnly: true}
-		res, err := Run(context.Background(), cfg, func(ctx context.Context, p algo.Peers) error {
-			b := make([]byte, m)
-			if p.Rank() < 2 {
-				return algo.Send(ctx, p, p.Rank()+2, b)
-			}
-			return algo.Recv(ctx, p, p.Rank()-2, b)
-		})
+		res, err := Run(context.Background(), cfg, fn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Finish
 	}
-	near := func(got, want float64) bool { return math.Abs(got-want) <= want*1e-9 }
-	one := Topology{Hosts: 2, Intra: intra, Inter: inter}
-	if f := send(one); !near(f[2], inter.Alpha+m*inter.Beta) || !near(f[3], inter.Alpha+2*m*inter.Beta) {
-		t.Errorf("one NIC: receivers finish at %g, %g; want %g, %g", f[2], f[3], inter.Alpha+m*inter.Beta, inter.Alpha+2*m*inter.Beta)
+	cross := func(ctx context.Context, p algo.Peers) error {
+		b := make([]byte, m)
+		if p.Rank() < 2 {
+			return algo.Send(ctx, p, p.Rank()+2, b)
+		}
+		return algo.Recv(ctx, p, p.Rank()-2, b)
 	}
+	near := func(got, want float64) bool { return math.Abs(got-want) <= want*1e-9 }
+	check := func(name string, f []float64, want2, want3 float64) {
+		t.Helper()
+		if !near(f[2], want2) || !near(f[3], want3) {
+			t.Errorf("%s: receivers finish at %g, %g; want %g, %g", name, f[2], f[3], want2, want3)
+		}
+	}
+	one := Topology{Hosts: 2, Intra: intra, Inter: inter}
+	check("one NIC", run(one, cross), inter.Alpha+2*m*inter.Beta, inter.Alpha+2*m*inter.Beta)
 	two := one
 	two.NICs = 2
-	if f := send(two); !near(f[2], inter.Alpha+m*inter.Beta) || !near(f[3], inter.Alpha+m*inter.Beta) {
-		t.Errorf("two NICs: receivers finish at %g, %g; want both %g", f[2], f[3], inter.Alpha+m*inter.Beta)
-	}
-	// One host per leaf, 2 NICs, uplinks oversubscribed 4x: each uplink
-	// carries 2 NICs' bandwidth / 4, half a NIC's, so the two messages
-	// queue at 2β per byte: the first at α + 2mβ, the second at α + 4mβ.
+	check("two NICs", run(two, cross), inter.Alpha+m*inter.Beta, inter.Alpha+m*inter.Beta)
+	// One host per leaf, 2 NICs, uplinks oversubscribed 4x: an uplink
+	// carries 2 NICs' bandwidth / 4, half a NIC's, shared by two messages.
 	fat := two
 	fat.HostsPerLeaf, fat.Oversubscription = 1, 4
-	if f := send(fat); !near(f[2], inter.Alpha+2*m*inter.Beta) || !near(f[3], inter.Alpha+4*m*inter.Beta) {
-		t.Errorf("fat tree: receivers finish at %g, %g; want %g, %g", f[2], f[3], inter.Alpha+2*m*inter.Beta, inter.Alpha+4*m*inter.Beta)
-	}
-	// Within one host every rank has its own ports: no queueing.
+	check("fat tree", run(fat, cross), inter.Alpha+4*m*inter.Beta, inter.Alpha+4*m*inter.Beta)
+	// Within one host every rank has its own ports: no sharing.
 	same := Topology{Hosts: 1, Intra: intra, Inter: inter}
-	if f := send(same); !near(f[2], intra.Alpha+m*intra.Beta) || !near(f[3], intra.Alpha+m*intra.Beta) {
-		t.Errorf("one host: receivers finish at %g, %g; want both %g", f[2], f[3], intra.Alpha+m*intra.Beta)
+	check("one host", run(same, cross), intra.Alpha+m*intra.Beta, intra.Alpha+m*intra.Beta)
+	// Rank 0 sends two messages to rank 2: the second starts when the
+	// first has left, so they arrive at α + mβ and α + 2mβ.
+	cfg := Config{Ranks: 4, ElemSize: 1, Topology: one, SizeOnly: true, Record: true}
+	res, err := Run(context.Background(), cfg, func(ctx context.Context, p algo.Peers) error {
+		b := make([]byte, m)
+		switch p.Rank() {
+		case 0:
+			return algo.WaitAll(ctx, p.Isend(2, b), p.Isend(2, b))
+		case 2:
+			return algo.WaitAll(ctx, p.Irecv(0, b), p.Irecv(0, b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arrivals []float64
+	for _, e := range res.Events {
+		if e.Kind == Send {
+			arrivals = append(arrivals, e.End)
+		}
+	}
+	if len(arrivals) != 2 || !near(arrivals[0], inter.Alpha+m*inter.Beta) || !near(arrivals[1], inter.Alpha+2*m*inter.Beta) {
+		t.Errorf("one pair: messages arrive at %v, want %g and %g", arrivals, inter.Alpha+m*inter.Beta, inter.Alpha+2*m*inter.Beta)
 	}
 }

@@ -24,12 +24,12 @@ type Level struct {
 // leaf's downlink, each carrying HostsPerLeaf·NICs NICs' worth of
 // bandwidth divided by Oversubscription.
 //
-// Every link is a first-come first-served server of its bandwidth in one
-// direction: concurrent messages through a link share it by queueing. A
-// message occupies each link on its path for bytes·β of that link, starting
-// when the link is free; it has been sent when the last of those ends and
-// arrives α later. The zero Topology is invalid; see [Flat] and
-// [DefaultTopology].
+// Every link carries its bandwidth in each direction, shared equally by
+// the messages crossing it at once; a message moves at the pace of its
+// most crowded link (see flow.go). Messages from one rank to another go
+// one after the other, as over one connection. A message has been sent
+// when its last byte has left and arrives α later. The zero Topology is
+// invalid; see [Flat] and [DefaultTopology].
 type Topology struct {
 	Hosts        int   // number of hosts, 1..ranks
 	Intra, Inter Level // within a host, between hosts
@@ -92,7 +92,7 @@ type network struct {
 	nics, perLeaf  int
 	host           []int32   // by rank
 	nic            []int32   // by rank: its NIC's index within the host
-	free           []float64 // by link: when it is next free
+	flows          [][]*flow // by link: the messages crossing it now
 	beta           []float64 // by link
 	rankTx, rankRx int       // first link ids
 	nicTx, nicRx   int
@@ -121,7 +121,7 @@ func newNetwork(t Topology, n int) *network {
 	nw.nicTx, nw.nicRx = 2*n, 2*n+hn
 	nw.leafUp, nw.leafDn = 2*n+2*hn, 2*n+2*hn+leaves
 	total := 2*n + 2*hn + 2*leaves
-	nw.free = make([]float64, total)
+	nw.flows = make([][]*flow, total)
 	nw.beta = make([]float64, total)
 	for i := 0; i < 2*n; i++ {
 		nw.beta[i] = t.Intra.Beta
@@ -158,20 +158,4 @@ func (nw *network) path(a, b int, links *[4]int) (k int, alpha float64) {
 		}
 	}
 	return k, nw.t.Inter.Alpha
-}
-
-// transfer queues m bytes from a to b at time now on every link of their
-// path, and returns when the message starts moving, when it has left the
-// sender (the send completes) and when it arrives.
-func (nw *network) transfer(a, b, m int, now float64) (start, sent, arrive float64) {
-	var links [4]int
-	k, alpha := nw.path(a, b, &links)
-	start, sent = math.Inf(1), now
-	for _, l := range links[:k] {
-		s := max(now, nw.free[l])
-		start = min(start, s)
-		nw.free[l] = s + float64(m)*nw.beta[l]
-		sent = max(sent, nw.free[l])
-	}
-	return start, sent, sent + alpha
 }
