@@ -68,6 +68,9 @@ func parseTime(s string) (float64, error) {
 		suffix string
 		scale  float64
 	}{{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"µs", 1e-6}, {"ms", 1e-3}, {"s", 1}}
+	if s == "0" {
+		return 0, nil
+	}
 	for _, u := range units {
 		if v, ok := strings.CutSuffix(s, u.suffix); ok {
 			f, err := strconv.ParseFloat(v, 64)

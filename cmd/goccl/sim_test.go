@@ -49,7 +49,7 @@ func TestParseBetaAndTime(t *testing.T) {
 			t.Errorf("parseBeta(%q) = %g, %v; want %g", s, got, err, want)
 		}
 	}
-	for s, want := range map[string]float64{"5us": 5e-6, "5µs": 5e-6, "1.5ms": 1.5e-3, "2ps": 2e-12, "0s": 0} {
+	for s, want := range map[string]float64{"5us": 5e-6, "5µs": 5e-6, "1.5ms": 1.5e-3, "2ps": 2e-12, "0s": 0, "0": 0} {
 		got, err := parseTime(s)
 		if err != nil || math.Abs(got-want) > want*1e-9 {
 			t.Errorf("parseTime(%q) = %g, %v; want %g", s, got, err, want)
