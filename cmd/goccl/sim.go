@@ -139,7 +139,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.Float64Var(&cfg.topo.Oversubscription, "oversub", 1, "with -leaf, the leaf uplinks' oversubscription factor")
 	fs.BoolVar(&b.check, "check", false, "move real int64 data and compare each result with a sequential reference (#wrong); small runs only")
 	fs.StringVar(&b.format, "format", "table", "output format: table, csv or json")
-	fs.StringVar(&b.plot, "plot", "", "write busbw against size to this SVG (or PNG, PDF) file: one line per algorithm, its cost formula dashed beside it")
+	fs.StringVar(&b.plot, "plot", "", "write busbw against size to this SVG (or PNG, PDF) file: one line per algorithm, dashed beside it its cost formula (algo.Cost with the between-hosts alpha and beta)")
 	fs.StringVar(&cfg.trace, "trace", "", "write every run's sends, receives and reductions to this file in Chrome trace-event JSON (one process per run, one row per rank)")
 	fs.BoolVar(&cfg.verbose, "v", false, "print every run's messages step by step, as the algorithms' doc comments draw them, with their virtual times")
 	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (Gbit/s)")
