@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -252,10 +253,7 @@ func (s *sched) run(fn func(ctx context.Context, p algo.Peers) error) (*Result, 
 	}
 	if s.cfg.Record {
 		slices.SortStableFunc(s.res.Events, func(a, b Event) int {
-			if c := cmpFloat(a.Start, b.Start); c != 0 {
-				return c
-			}
-			return cmpInt(a.seq, b.seq)
+			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.seq, b.seq))
 		})
 	}
 	if s.aborted != nil && !errors.Is(s.aborted, ErrAborted) {
@@ -267,26 +265,6 @@ func (s *sched) run(fn func(ctx context.Context, p algo.Peers) error) (*Result, 
 		}
 	}
 	return &s.res, nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // block parks the calling rank until the scheduler wakes it. The last rank
