@@ -101,6 +101,12 @@ type Config struct {
 	// registration cache keeps registered (DefaultRegCache); negative
 	// registers each rendezvous buffer for its message only.
 	RegCacheBytes int64
+	// RendezvousRead makes this rank offer its large messages for the
+	// receiver to fetch with RDMA READ (announcement, read, a message
+	// back) instead of being told where to write (announcement, reply,
+	// write with immediate). Ranks need not agree: each receiver follows
+	// the sender's announcement.
+	RendezvousRead bool
 	// Spin is how long the progress goroutine polls an idle completion
 	// queue before it parks on the completion channel (DefaultSpin;
 	// negative: park at once).

@@ -55,7 +55,10 @@
 // writes, the last with the immediate; RC keeps them in order), whose
 // completion at the receiver says the data is in place; the send
 // completes when the write has. Messages are at most Config.MaxMessage
-// (4 GiB). When the receive is already posted the data lands straight in the user's
+// (4 GiB). With Config.RendezvousRead the sender instead offers its
+// buffer in the announcement, the receiver fetches the data with RDMA READ
+// and answers with a fin message, on which the send completes; receivers
+// follow each sender's choice, so ranks need not agree. When the receive is already posted the data lands straight in the user's
 // buffer; when not, it lands in a pooled buffer that joins the
 // unexpected-message queue, and later messages of that tag from that peer
 // wait for it so the tag's order holds (other tags move on).
@@ -117,7 +120,7 @@
 //
 // # Left out
 //
-// Rendezvous by RDMA READ (the receiver pulling), several queue pairs per
-// peer, inline sends, shared receive queues, and adaptive routing options
-// are not implemented. See README.md for what was verified where.
+// Several queue pairs per peer, inline sends, shared receive queues,
+// lazy connection, and service-level or traffic-class options are not
+// implemented. See README.md for what was verified where.
 package ib

@@ -42,11 +42,13 @@ var (
 
 // Work request ids: peer << 48 | what << 40 | index.
 const (
-	wrRecv  = 1 // index: receive slot
-	wrSend  = 2 // index: send slot
-	wrWrite = 3 // index: the send's id
-	wrBeat  = 4 // heartbeat
-	wrChunk = 5 // index: the send's id; a write before the last of a long message
+	wrRecv   = 1 // index: receive slot
+	wrSend   = 2 // index: send slot
+	wrWrite  = 3 // index: the send's id
+	wrBeat   = 4 // heartbeat
+	wrChunk  = 5 // index: the send's id; a write before the last of a long message
+	wrRead   = 6 // index: the receive's id; the last read of a rendezvous by READ
+	wrRChunk = 7 // a read before the last
 )
 
 // maxWrite is the most one RDMA WRITE carries (adapters take at most
@@ -102,7 +104,8 @@ type out struct {
 	payload []byte         // eager
 	req     *transport.Req // eager, queued: completes once copied into a slot
 	write   *rdvSend       // the rendezvous write with immediate
-	waddr   uint64
+	read    *rdvRecv       // the rendezvous read (no credit needed)
+	waddr   uint64         // the remote buffer written or read
 	wrkey   uint32
 	reserve bool // may take the last credit (credit returns, goodbye)
 }
@@ -114,8 +117,11 @@ type rdvSend struct {
 }
 
 type rdvRecv struct {
+	id  uint64 // the receive's id
 	tag transport.Tag
 	n   int                   // the message's length
+	dst []byte                // the bytes to fill: buf or the posted buffer's first min(n, len) bytes
+	snd uint64                // the send's id at the peer (read: the FIN names it)
 	pr  *transport.PostedRecv // the receive it lands in, or nil:
 	buf []byte                // a pooled buffer for the unexpected queue
 	reg *regEntry
@@ -124,9 +130,8 @@ type rdvRecv struct {
 // held is a message that arrived behind an unexpected rendezvous of the
 // same tag and waits for it, so the tag's order is kept.
 type held struct {
-	data  []byte // eager: a pooled copy
-	rts   bool
-	n, id uint64
+	data []byte  // eager: a pooled copy
+	rts  *header // or a rendezvous announcement
 }
 
 func newEndpoint(cfg *Config, dev Device) (*Endpoint, error) {
@@ -294,7 +299,11 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		p.nextSend++
 		p.sends[id] = &rdvSend{req: r, buf: b, reg: reg}
 		req = r
-		p.queue = append(p.queue, &out{h: header{kind: kindRTS, tag: uint64(tag), n: uint64(len(b)), id: id}})
+		h := header{kind: kindRTS, tag: uint64(tag), n: uint64(len(b)), id: id}
+		if e.cfg.RendezvousRead {
+			h.kind, h.addr, h.rkey = kindRTSRead, AddrOf(b), reg.mr.RKey()
+		}
+		p.queue = append(p.queue, &out{h: h})
 		if err := p.flush(); err != nil {
 			p.failedPost(err)
 		}
@@ -342,6 +351,9 @@ func (p *peer) canPost(o *out) bool {
 	if o.reserve {
 		limit++
 	}
+	if o.read != nil { // a read takes no receive slot of the peer
+		return p.sqOut+writes(uint64(len(o.read.dst))) <= p.e.sqDepth()
+	}
 	switch {
 	case p.sent-p.acked+1 > limit:
 		return false
@@ -358,6 +370,25 @@ func (p *peer) canPost(o *out) bool {
 // post posts o, whose resources canPost has checked; p.mu is held.
 func (p *peer) post(o *out) error {
 	var wr SendWR
+	if r := o.read; r != nil {
+		n := uint64(len(r.dst))
+		var off uint64
+		for ; n-off > maxWrite; off += maxWrite {
+			chunk := SendWR{ID: wrID(p.rank, wrRChunk, r.id), Op: OpRead, Addr: AddrOf(r.dst[off:]), Len: uint32(maxWrite),
+				LKey: r.reg.mr.LKey(), RemoteAddr: o.waddr + off, RKey: o.wrkey, Signaled: true}
+			if err := p.qp.PostSend(&chunk); err != nil {
+				return err
+			}
+			p.sqOut++
+		}
+		wr = SendWR{ID: wrID(p.rank, wrRead, r.id), Op: OpRead, Addr: AddrOf(r.dst[off:]), Len: uint32(n - off),
+			LKey: r.reg.mr.LKey(), RemoteAddr: o.waddr + off, RKey: o.wrkey, Signaled: true}
+		if err := p.qp.PostSend(&wr); err != nil {
+			return err
+		}
+		p.sqOut++
+		return nil
+	}
 	if s := o.write; s != nil {
 		// All but the last piece as plain writes; RC keeps them in order,
 		// so the last one's immediate means the whole message is there.
@@ -542,8 +573,17 @@ func (p *peer) complete(wc *WC, what int, index uint64) error {
 	case wrBeat:
 		p.sqOut--
 		p.beatOut = false
-	case wrChunk:
+	case wrChunk, wrRChunk:
 		p.sqOut--
+	case wrRead:
+		p.sqOut--
+		r := p.recvs[index]
+		if r == nil {
+			return fmt.Errorf("%w: read for unknown receive %d", transport.ErrProtocol, index)
+		}
+		delete(p.recvs, index)
+		p.finishRecv(r)
+		p.queue = append(p.queue, &out{h: header{kind: kindFin, id: r.snd}})
 	case wrWrite:
 		p.sqOut--
 		if s := p.sends[index]; s != nil {
@@ -597,12 +637,12 @@ func (p *peer) message(b []byte, got int) error {
 			return nil
 		}
 		_ = e.m.Deliver(p.rank, tag, data) // an aborted matcher drops it
-	case kindRTS:
+	case kindRTS, kindRTSRead:
 		if q, ok := p.blocked[tag]; ok {
-			p.blocked[tag] = append(q, held{rts: true, n: h.n, id: h.id})
+			p.blocked[tag] = append(q, held{rts: &h})
 			return nil
 		}
-		return p.startRecv(tag, h.n, h.id)
+		return p.startRecv(&h)
 	case kindCTS:
 		s := p.sends[h.id]
 		if s == nil || h.n > uint64(len(s.buf)) {
@@ -615,6 +655,14 @@ func (p *peer) message(b []byte, got int) error {
 			return nil
 		}
 		p.queue = append(p.queue, &out{h: header{tag: h.tag, n: h.n, id: h.id}, write: s, waddr: h.addr, wrkey: h.rkey})
+	case kindFin:
+		s := p.sends[h.id]
+		if s == nil {
+			return fmt.Errorf("%w: end of read for send %d", transport.ErrProtocol, h.id)
+		}
+		delete(p.sends, h.id)
+		e.cache.put(s.reg)
+		s.req.Complete(nil)
 	case kindCredit:
 	case kindBye:
 		p.fail(transport.ErrPeerClosed, false)
@@ -622,39 +670,49 @@ func (p *peer) message(b []byte, got int) error {
 	return nil
 }
 
-// startRecv answers a rendezvous announcement with where to write: the
-// receive posted for the tag, or a pooled buffer that joins the
-// unexpected queue once written (later messages of the tag wait for it).
-func (p *peer) startRecv(tag transport.Tag, n, id uint64) error {
+// startRecv answers a rendezvous announcement h: it finds where the data
+// goes, the receive posted for the tag or a pooled buffer that joins the
+// unexpected queue once filled (later messages of the tag wait for it),
+// and then tells the sender where to write (CTS) or, when the sender
+// offered its buffer for reading, reads it.
+func (p *peer) startRecv(h *header) error {
 	e := p.e
-	r := &rdvRecv{tag: tag, n: int(n)}
-	var dst []byte
+	tag := transport.Tag(h.tag)
+	r := &rdvRecv{tag: tag, n: int(h.n), snd: h.id}
 	if pr := e.m.Claim(p.rank, tag); pr != nil {
 		r.pr = pr
-		dst = pr.Buf()[:min(int(n), len(pr.Buf()))]
+		r.dst = pr.Buf()[:min(int(h.n), len(pr.Buf()))]
 	} else {
-		r.buf = scratch.Get(int(n))
-		dst = r.buf
+		r.buf = scratch.Get(int(h.n))
+		r.dst = r.buf
 		p.blocked[tag] = nil
 	}
-	rid := p.nextRecv
+	r.id = p.nextRecv
 	p.nextRecv = (p.nextRecv + 1) & 0xffffffff // the immediate carries 32 bits
-	h := header{kind: kindCTS, id: id, tag: rid, n: uint64(len(dst))}
-	if len(dst) > 0 {
-		reg, err := e.cache.get(dst)
-		if err != nil {
-			if r.pr != nil {
-				r.pr.Complete(&transport.PeerError{Op: "recv", Peer: p.rank, Err: err})
-			}
-			return err
-		}
-		r.reg = reg
-		h.addr, h.rkey = AddrOf(dst), reg.mr.RKey()
-		p.recvs[rid] = r
-	} else {
+	if len(r.dst) == 0 {
 		p.finishRecv(r)
+		if h.kind == kindRTSRead {
+			p.queue = append(p.queue, &out{h: header{kind: kindFin, id: h.id}})
+		} else {
+			p.queue = append(p.queue, &out{h: header{kind: kindCTS, id: h.id, tag: r.id}})
+		}
+		return nil
 	}
-	p.queue = append(p.queue, &out{h: h})
+	reg, err := e.cache.get(r.dst)
+	if err != nil {
+		if r.pr != nil {
+			r.pr.Complete(&transport.PeerError{Op: "recv", Peer: p.rank, Err: err})
+		}
+		return err
+	}
+	r.reg = reg
+	p.recvs[r.id] = r
+	if h.kind == kindRTSRead {
+		p.queue = append(p.queue, &out{read: r, waddr: h.addr, wrkey: h.rkey})
+		return nil
+	}
+	p.queue = append(p.queue, &out{h: header{kind: kindCTS, id: h.id, tag: r.id, n: uint64(len(r.dst)),
+		addr: AddrOf(r.dst), rkey: reg.mr.RKey()}})
 	return nil
 }
 
@@ -692,11 +750,11 @@ func (p *peer) unblock(tag transport.Tag) {
 	q := p.blocked[tag]
 	delete(p.blocked, tag)
 	for i, h := range q {
-		if !h.rts {
+		if h.rts == nil {
 			_ = p.e.m.DeliverOwned(p.rank, tag, h.data)
 			continue
 		}
-		if err := p.startRecv(tag, h.n, h.id); err != nil {
+		if err := p.startRecv(h.rts); err != nil {
 			p.fail(err, true)
 			return
 		}

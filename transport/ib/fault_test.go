@@ -415,3 +415,22 @@ func TestEnvironment(t *testing.T) {
 	}
 	checkFabric(t, f)
 }
+
+// TestReadError: the receiver's RDMA READ completes with an error; the
+// receiver names the sender and its receive fails, and the sender, whose
+// send waits for the end of the read, learns of the loss by its next
+// request (a heartbeat) and names the receiver.
+func TestReadError(t *testing.T) {
+	ctx := testCtx(t)
+	f := ibfake.New()
+	eps := connect(t, f, 2, func(c *ib.Config) { c.RendezvousRead, c.Heartbeat = true, 5*time.Millisecond })
+	closeAll(t, eps)
+	l := watch(eps)
+	f.Device(devName(1)).QPTo(devName(0)).FailNext(ib.StatusRemAccessErr)
+	r := eps[1].Irecv(0, 1, make([]byte, 1<<20))
+	s := eps[0].Isend(1, 1, make([]byte, 1<<20))
+	wantLinkErr(t, "receive", r.Wait(ctx), 0)
+	wantLinkErr(t, "rank 1's report", l.await(t, ctx, 1, 0), 0)
+	wantLinkErr(t, "send", s.Wait(ctx), 1)
+	wantLinkErr(t, "rank 0's report", l.await(t, ctx, 0, 1), 1)
+}

@@ -145,3 +145,20 @@ func TestConformanceSlowCQ(t *testing.T) {
 		return asEndpoints(connect(t, f, size, func(c *ib.Config) { c.Spin = -1 }))
 	})
 }
+
+// TestConformanceRead runs the suite with every large message fetched by
+// the receiver with RDMA READ, and with half the ranks (the odd ones)
+// offering reads while the others are written to: a receiver follows
+// each sender's announcement.
+func TestConformanceRead(t *testing.T) {
+	for _, mixed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all", true: "mixed"}[mixed], func(t *testing.T) {
+			transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint {
+				return asEndpoints(connect(t, ibfake.New(), size, func(c *ib.Config) {
+					c.RendezvousRead = !mixed || c.Rank%2 == 1
+					c.SlotSize, c.RecvDepth = 1024, 4
+				}))
+			})
+		})
+	}
+}

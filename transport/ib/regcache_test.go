@@ -2,6 +2,7 @@ package ib_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/goccl/goccl/transport/ib"
@@ -106,12 +107,18 @@ func TestRegCacheOff(t *testing.T) {
 }
 
 // TestLongWriteInPieces: a message longer than one RDMA WRITE may carry
-// goes as several writes, the last with the immediate, posted or not, and
-// at an unaligned length.
+// goes as several writes, the last with the immediate (or several reads),
+// receive posted or not, at unaligned lengths.
 func TestLongWriteInPieces(t *testing.T) {
+	for _, read := range []bool{false, true} {
+		t.Run(fmt.Sprint("read ", read), func(t *testing.T) { testLongInPieces(t, read) })
+	}
+}
+
+func testLongInPieces(t *testing.T, read bool) {
 	defer ib.SetMaxWrite(64 << 10)()
 	ctx := testCtx(t)
-	eps := connect(t, ibfake.New(), 2, nil)
+	eps := connect(t, ibfake.New(), 2, func(c *ib.Config) { c.RendezvousRead = read })
 	closeAll(t, eps)
 	for _, n := range []int{64<<10 + 1, 1<<20 + 17, 2 << 20} {
 		want := bytes.Repeat([]byte{byte(n), byte(n >> 8), 3}, n/3+1)[:n]

@@ -35,10 +35,14 @@ func msg(from, to, tag, i, n int) []byte {
 // posted at seeded random moments (before, during, after the sends). Each
 // receive must get the message of its rank in the (peer, tag) sequence,
 // byte for byte: the reference is the sequence itself. Run with and
-// without a slow completion queue.
+// without a slow completion queue, by WRITE and by READ.
 func TestStress(t *testing.T) {
-	for _, delay := range []time.Duration{0, 100 * time.Microsecond} {
-		t.Run(fmt.Sprint("cq delay ", delay), func(t *testing.T) {
+	for _, tc := range []struct {
+		delay time.Duration
+		read  bool
+	}{{0, false}, {100 * time.Microsecond, false}, {0, true}, {100 * time.Microsecond, true}} {
+		delay := tc.delay
+		t.Run(fmt.Sprintf("cq delay %v read %v", delay, tc.read), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			f := ibfake.New()
@@ -46,6 +50,7 @@ func TestStress(t *testing.T) {
 			const size, tags, count = 3, 3, 40
 			eps := connect(t, f, size, func(c *ib.Config) {
 				c.SlotSize, c.RecvDepth, c.RegCacheBytes = 256, 4, 32<<10
+				c.RendezvousRead = tc.read
 			})
 			closeAll(t, eps)
 			sizes := []int{0, 1, 100, 207, 208, 209, 1000, 4099, 70000}

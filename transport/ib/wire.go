@@ -13,18 +13,20 @@ import (
 // Every message a rank sends to a peer lands in one of the peer's posted
 // receive buffers (slots) and starts with a 48-byte header, little-endian:
 //
-//	0   kind u32        eager, rts, cts, credit or bye
-//	4   rkey u32        cts: the key of the receive buffer
+//	0   kind u32        eager, rts, cts, credit, bye, rts-read or fin
+//	4   rkey u32        cts: the key of the receive buffer; rts-read: of the send buffer
 //	8   consumed u64    messages the sender has consumed from the receiver (credits)
 //	16  tag u64         eager, rts: the tag; cts: the receive's id
 //	24  n u64           eager: payload bytes that follow; rts: the message
 //	                    length; cts: bytes to write
-//	32  id u64          rts, cts: the send's id
-//	40  addr u64        cts: the address to write to
+//	32  id u64          rts, cts, rts-read, fin: the send's id
+//	40  addr u64        cts: the address to write to; rts-read: to read from
 //
-// A rendezvous ends with an RDMA WRITE with immediate (the receive's id)
-// that lands the data and consumes one receive buffer of the peer, so that
-// the peer's completion queue says when the data is there.
+// A rendezvous by WRITE ends with an RDMA WRITE with immediate (the
+// receive's id) that lands the data and consumes one receive buffer of the
+// peer, so that the peer's completion queue says when the data is there.
+// A rendezvous by READ (rts-read) ends with the receiver's RDMA READ and a
+// fin message back, on which the send completes.
 type kind uint32
 
 const (
@@ -33,6 +35,8 @@ const (
 	kindCTS
 	kindCredit
 	kindBye
+	kindRTSRead // rts offering the sender's buffer for an RDMA READ
+	kindFin     // the receiver has read send id
 )
 
 type header struct {
@@ -76,11 +80,11 @@ func parseHeader(b []byte, got int, maxMessage int64) (header, error) {
 		if h.n != uint64(got-headerLen) {
 			return h, fmt.Errorf("%w: eager message announces %d bytes, carries %d", transport.ErrProtocol, h.n, got-headerLen)
 		}
-	case kindRTS:
+	case kindRTS, kindRTSRead:
 		if h.n > uint64(maxMessage) {
 			return h, fmt.Errorf("%w: message of %d bytes announced, limit %d", transport.ErrProtocol, h.n, maxMessage)
 		}
-	case kindCTS, kindCredit, kindBye:
+	case kindCTS, kindCredit, kindBye, kindFin:
 	default:
 		return h, fmt.Errorf("%w: unknown message kind %d", transport.ErrProtocol, h.kind)
 	}
