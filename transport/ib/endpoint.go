@@ -51,12 +51,13 @@ const (
 	wrRChunk = 7 // a read before the last
 )
 
-// maxWrite is the most one RDMA WRITE carries (adapters take at most
-// 2 GiB per work request): a longer message goes as several writes, the
-// last with the immediate. Tests lower it.
+// maxWrite is the most one RDMA WRITE or READ carries (adapters take at
+// most 2 GiB per work request): a longer message goes as several, the
+// last write with the immediate. Tests lower it.
 var maxWrite uint64 = 1 << 30
 
-// writes is how many work requests a rendezvous write of n bytes takes.
+// writes is how many work requests a rendezvous write or read of n bytes
+// takes.
 func writes(n uint64) int { return int(max((n+maxWrite-1)/maxWrite, 1)) }
 
 func wrID(peer, what int, index uint64) uint64 {
@@ -247,9 +248,10 @@ func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 
 // Isend sends b to rank to under tag. A message of at most SlotSize-48
 // bytes is copied into a registered slot and its request completes at
-// once (or once a credit frees its turn); a larger one is announced and
-// written by the peer's request straight into its receive buffer, and its
-// request completes when the write has completed.
+// once (or once a credit frees its turn); a larger one is announced, then
+// written where the peer says (or, with Config.RendezvousRead, read by the
+// peer) straight into its receive buffer, and its request completes when
+// the data is there. b must not change until then.
 func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
 	if err := transport.CheckPeer("send", to, e.cfg.Size); err != nil {
 		return transport.Completed(err)
