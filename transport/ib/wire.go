@@ -127,7 +127,7 @@ var errAuth = errors.New("authentication failed (wrong GOCCL_SECRET, or a stale 
 func parseInfo(b []byte) (qpInfo, error) {
 	var q qpInfo
 	if len(b) != infoLen || b[0] != infoVersion {
-		return q, fmt.Errorf("%w: queue pair information of %d bytes, version %d", transport.ErrProtocol, len(b), b[0])
+		return q, fmt.Errorf("%w: queue pair information of %d bytes, want %d of version %d", transport.ErrProtocol, len(b), infoLen, infoVersion)
 	}
 	le := binary.LittleEndian
 	q.lid = le.Uint16(b[1:])
