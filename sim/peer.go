@@ -29,7 +29,7 @@ func (p *peer) Isend(to int, b []byte) algo.Request {
 	if to < 0 || to >= rk.s.n || to == rk.id {
 		return doneReq{fmt.Errorf("sim: rank %d sends to rank %d of %d", rk.id, to, rk.s.n)}
 	}
-	q := &request{r: rk, send: true, step: rk.clock + 1, peer: to}
+	q := &request{r: rk, send: true, step: rk.clock + 1}
 	rk.ops = append(rk.ops, op{kind: opSend, peer: to, b: b, req: q})
 	return q
 }
@@ -40,7 +40,7 @@ func (p *peer) Irecv(from int, b []byte) algo.Request {
 	if from < 0 || from >= rk.s.n || from == rk.id {
 		return doneReq{fmt.Errorf("sim: rank %d receives from rank %d of %d", rk.id, from, rk.s.n)}
 	}
-	q := &request{r: rk, peer: from, b: b}
+	q := &request{r: rk, recvState: &recvState{peer: from, b: b}}
 	rk.ops = append(rk.ops, op{kind: opRecv, peer: from, req: q})
 	return q
 }

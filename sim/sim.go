@@ -116,16 +116,23 @@ type op struct {
 	req  *request
 }
 
-// request is a started send or receive.
+// request is a started send or receive. Algorithms may hold many sends
+// at once (the tree allreduce keeps one per segment until it ends), so a
+// send's request is kept small and a receive's fields live apart.
 type request struct {
-	r      *rank
-	done   bool
-	err    error
-	send   bool
-	step   int // a send's step; a receive's message's step once matched
+	r          *rank
+	err        error
+	step       int // a send's step; a receive's message's step once matched
+	done       bool
+	send       bool
+	*recvState // nil for a send
+}
+
+// recvState is what a receive request needs besides a send's fields.
+type recvState struct {
 	peer   int
 	b      []byte
-	data   []byte  // a matched receive's message bytes (not SizeOnly)
+	data   []byte  // the matched message's bytes (not SizeOnly)
 	posted float64 // when the scheduler took it
 	ev     int     // index in Result.Events, or -1
 }
@@ -406,7 +413,7 @@ func (s *sched) advance() {
 // complete finishes request q and wakes its rank if it waits for it.
 func (s *sched) complete(q *request) {
 	q.done = true
-	if !q.send && q.data != nil && q.err == nil {
+	if q.recvState != nil && q.data != nil && q.err == nil {
 		copy(q.b, q.data)
 		q.data = nil
 	}
