@@ -147,7 +147,8 @@ func RunCollective(ctx context.Context, cfg Config, c algo.Collective, a algo.Al
 		return res, fmt.Errorf("sim: %s %s on %d ranks, %d bytes: %w", a, c, n, size, err)
 	}
 	if withData {
-		if err := check(c, in, out, counts); err != nil {
+		var err error
+		if res.Wrong, err = check(c, in, out, counts); err != nil {
 			return res, fmt.Errorf("sim: %s %s on %d ranks, %d bytes: %w", a, c, n, size, err)
 		}
 	}
@@ -167,57 +168,59 @@ func sumInt64(dst, src []byte) error {
 
 // check compares the ranks' buffers after collective c with what the
 // sequential definition of c gives for inputs in.
-func check(c algo.Collective, in, out [][]byte, counts []int) error {
+func check(c algo.Collective, in, out [][]byte, counts []int) (int64, error) {
 	n := len(in)
 	off := algo.Offsets(counts, 8)
 	sum := bytes.Clone(in[0])
 	for _, b := range in[1:] {
 		if err := sumInt64(sum, b); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	bad := func(r int, what string) error {
-		return fmt.Errorf("%w: rank %d, %s", ErrWrong, r, what)
+	var wrong int64
+	first := ""
+	note := func(r int, what string, got, want []byte) {
+		k := int64(0)
+		for i := 0; i+8 <= len(got); i += 8 {
+			if !bytes.Equal(got[i:i+8], want[i:i+8]) {
+				k++
+			}
+		}
+		if k > 0 && first == "" {
+			first = fmt.Sprintf("rank %d, %s", r, what)
+		}
+		wrong += k
 	}
 	for r := 0; r < n; r++ {
 		blk := func(b []byte, i int) []byte { return b[off[i]:off[i+1]] }
 		switch c {
 		case algo.AllReduce:
-			if !bytes.Equal(out[r], sum) {
-				return bad(r, "the sum")
-			}
+			note(r, "the sum", out[r], sum)
 		case algo.Broadcast:
-			if !bytes.Equal(out[r], in[0]) {
-				return bad(r, "the root's buffer")
-			}
+			note(r, "the root's buffer", out[r], in[0])
 		case algo.Reduce:
-			if r == 0 && !bytes.Equal(out[0], sum) {
-				return bad(0, "the sum at the root")
+			if r == 0 {
+				note(0, "the sum at the root", out[0], sum)
 			}
 		case algo.ReduceScatter:
-			if !bytes.Equal(blk(out[r], r), blk(sum, r)) {
-				return bad(r, "its block of the sum")
-			}
+			note(r, "its block of the sum", blk(out[r], r), blk(sum, r))
 		case algo.AllGather, algo.Gather:
 			if c == algo.Gather && r != 0 {
 				continue
 			}
 			for i := 0; i < n; i++ {
-				if !bytes.Equal(blk(out[r], i), blk(in[i], i)) {
-					return bad(r, fmt.Sprintf("block %d", i))
-				}
+				note(r, fmt.Sprintf("block %d", i), blk(out[r], i), blk(in[i], i))
 			}
 		case algo.Scatter:
-			if !bytes.Equal(blk(out[r], r), blk(in[0], r)) {
-				return bad(r, "its block of the root's buffer")
-			}
+			note(r, "its block of the root's buffer", blk(out[r], r), blk(in[0], r))
 		case algo.AllToAll:
 			for i := 0; i < n; i++ {
-				if !bytes.Equal(blk(out[r], i), blk(in[i], r)) {
-					return bad(r, fmt.Sprintf("block from rank %d", i))
-				}
+				note(r, fmt.Sprintf("block from rank %d", i), blk(out[r], i), blk(in[i], r))
 			}
 		}
 	}
-	return nil
+	if wrong > 0 {
+		return wrong, fmt.Errorf("%w: %d elements, the first at %s", ErrWrong, wrong, first)
+	}
+	return 0, nil
 }

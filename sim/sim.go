@@ -74,6 +74,7 @@ type Result struct {
 	Msgs    int64     // messages sent
 	Bytes   int64     // payload bytes sent
 	Events  []Event   // with Config.Record: sends, receives and reductions in order of start
+	Wrong   int64     // RunCollective with data: elements that differ from the reference
 	Elapsed float64   // wall-clock seconds the simulation took; not deterministic
 }
 

@@ -210,8 +210,14 @@ func TestWriteTrace(t *testing.T) {
 // TestWrongReducer: a reducer that does nothing must fail the check.
 func TestWrongReducer(t *testing.T) {
 	cfg := Config{Ranks: 3, Topology: DefaultTopology(1), Reduce: func(dst, src []byte) error { return nil }}
-	if _, err := RunCollective(context.Background(), cfg, algo.AllReduce, algo.Ring, 80); !errors.Is(err, ErrWrong) {
+	res, err := RunCollective(context.Background(), cfg, algo.AllReduce, algo.Ring, 80)
+	if !errors.Is(err, ErrWrong) {
 		t.Fatalf("err = %v, want ErrWrong", err)
+	}
+	// Every block ends holding one rank's input instead of the sum: all
+	// 10 elements are wrong on all 3 ranks.
+	if res.Wrong != 3*10 {
+		t.Errorf("%d wrong elements, want 30", res.Wrong)
 	}
 }
 

@@ -305,7 +305,7 @@ func simAll(ctx context.Context, cfg *simConfig, out io.Writer) ([]simRun, error
 			res, err := sim.RunCollective(ctx, scfg, coll, run, int(size))
 			var wrong int64
 			if b.check && errors.Is(err, sim.ErrWrong) {
-				wrong, err = 1, nil
+				wrong, err = res.Wrong, nil
 			}
 			if err != nil {
 				return nil, err
