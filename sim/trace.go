@@ -48,6 +48,9 @@ func writeRun(bw *bufio.Writer, pid int, run TraceRun, sep *string) {
 		default:
 			continue
 		}
+		if e.End < e.Start {
+			continue // a receive that never completed (a run that failed)
+		}
 		fmt.Fprintf(bw, ",\n"+`{"name":%q,"cat":%q,"ph":"X","pid":%d,"tid":%d,"ts":%.6f,"dur":%.6f,"args":{"bytes":%d,"peer":%d,"step":%d}}`,
 			name, cat, pid, e.Rank, e.Start*1e6, (e.End-e.Start)*1e6, e.Bytes, e.Peer, e.Step)
 	}
