@@ -35,6 +35,7 @@ func TestKillRankTCP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
+	t.Setenv("GOCCL_TRANSPORT", "tcp") // same-host ranks would take shm (TestKillRankShm)
 	const n, victim = 4, 2
 	for _, op := range []string{"allreduce", "broadcast", "alltoall", "barrier"} {
 		t.Run(op, func(t *testing.T) {

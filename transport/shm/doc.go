@@ -110,5 +110,5 @@
 // them leaves those files behind (a later job uses another Nonce). The
 // receive side allocates what transport.Matcher.Post allocates (a request
 // per receive that waits, or a completed one); the send and drain paths
-// allocate nothing. Init does not select this transport yet.
+// allocate nothing. goccl.Init uses it between ranks on one host (transport/route).
 package shm
