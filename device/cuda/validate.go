@@ -46,7 +46,7 @@ func overlapping(a, b uintptr, n int) bool {
 
 // checkDivisor checks Scale's divisor: the kernels take it as a uint32.
 func checkDivisor(op string, dt reduceop.DType, div int) error {
-	if div <= 0 || div > math.MaxUint32 {
+	if div <= 0 || uint64(div) > math.MaxUint32 {
 		return invalid(op, "divide %v by %d: divisor out of range [1, 2^32)", dt, div)
 	}
 	return nil

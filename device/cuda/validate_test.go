@@ -1,3 +1,7 @@
+//go:build !(386 || arm || mips || mipsle)
+
+// The cases use 64-bit sizes.
+
 package cuda
 
 import (
