@@ -52,7 +52,8 @@ func TestDebugLogInit(t *testing.T) {
 
 // TestDebugLogTCP runs a two-rank Init over TCP loopback with
 // GOCCL_DEBUG=info and checks each rank's lines carry its rank and name
-// its peer.
+// its peer. GOCCL_TRANSPORT=tcp keeps the pair on TCP: left on auto, two
+// ranks on one host take shm.
 func TestDebugLogTCP(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,7 +68,7 @@ func TestDebugLogTCP(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range size {
 		wg.Go(func() {
-			comms[r], errs[r] = Init(t.Context(), fakeEnv(map[string]string{EnvDebug: "info"}), withDebugOutput(&bufs[r]),
+			comms[r], errs[r] = Init(t.Context(), fakeEnv(map[string]string{EnvDebug: "info", "GOCCL_TRANSPORT": "tcp"}), withDebugOutput(&bufs[r]),
 				WithEnv(Env{Rank: r, Size: size, LocalRank: r, LocalSize: size, MasterAddr: "127.0.0.1", MasterPort: port, Source: "options"}))
 		})
 	}

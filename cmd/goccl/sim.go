@@ -311,7 +311,7 @@ func simAll(ctx context.Context, cfg *simConfig, out io.Writer) ([]simRun, error
 				return nil, err
 			}
 			if cfg.verbose {
-				fmt.Fprintf(out, "# %s %s, %d ranks on %d hosts, %d bytes: %.3f us\n", name, b.op, n, cfg.topo.Hosts, size, res.Time*1e6)
+				fmt.Fprintf(out, "# %s %s, %d ranks on %s, %d bytes: %.3f us\n", name, b.op, n, plural(cfg.topo.Hosts, "host"), size, res.Time*1e6)
 				if err := sim.Transcript(out, res.Events, true); err != nil {
 					return nil, err
 				}
@@ -362,8 +362,8 @@ func simReport(w io.Writer, cfg *simConfig, rows []result) error {
 		return err
 	}
 	t := cfg.topo
-	fmt.Fprintf(w, "# goccl sim: %s, %d ranks on %d hosts; between hosts %s + %s/B over %d NIC(s) per host",
-		cfg.bench.op, cfg.bench.ranks, t.Hosts, fmtTime(t.Inter.Alpha), fmtTime(t.Inter.Beta), max(1, t.NICs))
+	fmt.Fprintf(w, "# goccl sim: %s, %d ranks on %s; between hosts %s + %s/B over %d NIC(s) per host",
+		cfg.bench.op, cfg.bench.ranks, plural(t.Hosts, "host"), fmtTime(t.Inter.Alpha), fmtTime(t.Inter.Beta), max(1, t.NICs))
 	if t.HostsPerLeaf > 0 {
 		fmt.Fprintf(w, ", %d hosts per leaf, uplinks oversubscribed %gx", t.HostsPerLeaf, t.Oversubscription)
 	}
@@ -416,7 +416,7 @@ func writeSimTrace(cfg *simConfig, runs []simRun) error {
 func plotSim(path string, cfg *simConfig, runs []simRun) error {
 	b := &cfg.bench
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("goccl sim %s, %d ranks on %d hosts (dashed: cost formula)", b.op, b.ranks, cfg.topo.Hosts)
+	p.Title.Text = fmt.Sprintf("goccl sim %s, %d ranks on %s (dashed: cost formula)", b.op, b.ranks, plural(cfg.topo.Hosts, "host"))
 	p.X.Label.Text = "message size (bytes)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
