@@ -2,6 +2,8 @@ package device
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/goccl/goccl/reduceop"
 )
@@ -34,6 +36,32 @@ type Buffer interface {
 	Len() int
 	Device() Device
 	Free() error
+}
+
+// Slicer is a Buffer that lends a range of its elements as a Buffer of its
+// own, sharing its memory as a Go slice expression does: Sub(lo, hi) holds
+// elements [lo, hi). The sub-buffer is usable while the buffer it came from
+// is, belongs to the same Device, and its Free releases nothing. Code that
+// hands one part of a buffer to a kernel or a collective (onebit's
+// compressed allreduce on device memory) needs it; the Buffers of
+// device/cuda and device/hostsim are Slicers.
+type Slicer interface {
+	Buffer
+	Sub(lo, hi int) (Buffer, error)
+}
+
+// ErrNotSlicer is wrapped by Sub's error for a Buffer that is not a Slicer.
+var ErrNotSlicer = errors.New("device: buffer cannot lend a sub-range (not a device.Slicer)")
+
+// Sub returns elements [lo, hi) of b as a Buffer sharing b's memory. It
+// fails, naming the range, if b is not a Slicer or the range is not within
+// b.
+func Sub(b Buffer, lo, hi int) (Buffer, error) {
+	s, ok := b.(Slicer)
+	if !ok {
+		return nil, fmt.Errorf("sub-range [%d,%d) of %T: %w", lo, hi, b, ErrNotSlicer)
+	}
+	return s.Sub(lo, hi)
 }
 
 // Host is page-locked host memory from Device.AllocHost.

@@ -44,6 +44,17 @@
 // output is written by Decompress. HostKernel is the pure-Go Kernel; device
 // code can supply another with State.SetKernel.
 //
+// # On device memory
+//
+// CompressedAllReduceOn runs the same five steps on a float32 device.Buffer
+// (a GPU tensor through device/cuda, or device/hostsim's fake device in
+// tests): the error feedback lives in a DeviceState on the device, every
+// per-element step is a DeviceKernel method queued on the caller's stream
+// (device/cuda's Kernel runs our CUDA kernels; hostsim.OneBitKernel runs
+// HostKernel's loops), and the exchanges are the communicator's
+// collectives on device buffers. Its results are bit for bit
+// CompressedAllReduce's on the same inputs.
+//
 // # Padding
 //
 // DeepSpeed's compressed_allreduce has no padding rule of its own: it pads

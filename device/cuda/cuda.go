@@ -57,7 +57,7 @@ var ErrNotBuilt = errors.New("goccl: built without the cuda tag")
 
 var (
 	_ device.Device = (*Context)(nil)
-	_ device.Buffer = (*Buffer)(nil)
+	_ device.Slicer = (*Buffer)(nil)
 	_ device.Host   = (*Host)(nil)
 )
 
@@ -421,6 +421,15 @@ func (b *Buffer) Slice(lo, hi int) *Buffer {
 		panic(fmt.Sprintf("goccl: cuda: slice [%d:%d] of buffer of %d", lo, hi, b.n))
 	}
 	return &Buffer{c: b.c, ptr: b.ptr + cu.DevicePtr(lo*b.dt.Size()), dt: b.dt, n: hi - lo}
+}
+
+// Sub is Slice for device.Slicer: a range outside b is an error wrapping
+// ErrInvalid instead of a panic.
+func (b *Buffer) Sub(lo, hi int) (device.Buffer, error) {
+	if lo < 0 || hi < lo || hi > b.n {
+		return nil, invalid("sub-range", "[%d,%d) of a buffer of %d elements", lo, hi, b.n)
+	}
+	return b.Slice(lo, hi), nil
 }
 
 // Free releases the memory of a buffer made by Alloc or NewBuffer, unmaps

@@ -22,14 +22,15 @@ import (
 )
 
 var (
-	_ goccl.DeviceBuffer = (*cuda.Buffer)(nil)
-	_ device.Device      = (*cuda.Context)(nil)
-	_ device.Buffer      = (*cuda.Buffer)(nil)
-	_ device.Stream      = (*cuda.Stream)(nil)
-	_ device.Event       = (*cuda.Event)(nil)
-	_ device.Host        = (*cuda.Host)(nil)
-	_ reduceop.Kernel    = (*cuda.Kernel)(nil)
-	_ onebit.Kernel      = (*cuda.Kernel)(nil)
+	_ goccl.DeviceBuffer  = (*cuda.Buffer)(nil)
+	_ device.Device       = (*cuda.Context)(nil)
+	_ device.Slicer       = (*cuda.Buffer)(nil)
+	_ device.Stream       = (*cuda.Stream)(nil)
+	_ device.Event        = (*cuda.Event)(nil)
+	_ device.Host         = (*cuda.Host)(nil)
+	_ reduceop.Kernel     = (*cuda.Kernel)(nil)
+	_ onebit.Kernel       = (*cuda.Kernel)(nil)
+	_ onebit.DeviceKernel = (*cuda.Kernel)(nil)
 )
 
 func TestConformance(t *testing.T) {

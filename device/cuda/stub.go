@@ -23,7 +23,7 @@ var ErrNotBuilt = errors.New("goccl: built without the cuda tag")
 
 var (
 	_ device.Device = (*Context)(nil)
-	_ device.Buffer = (*Buffer)(nil)
+	_ device.Slicer = (*Buffer)(nil)
 	_ device.Host   = (*Host)(nil)
 	_ device.Stream = (*Stream)(nil)
 	_ device.Event  = (*Event)(nil)
@@ -99,6 +99,9 @@ func (b *Buffer) Ptr() uintptr { return 0 }
 
 // Slice returns a view of elements [lo, hi).
 func (b *Buffer) Slice(lo, hi int) *Buffer { panic(ErrNotBuilt) }
+
+// Sub returns a view of elements [lo, hi).
+func (b *Buffer) Sub(lo, hi int) (device.Buffer, error) { return nil, ErrNotBuilt }
 
 // Free releases the memory.
 func (b *Buffer) Free() error { return ErrNotBuilt }

@@ -44,6 +44,7 @@ func Run(t *testing.T, dev device.Device) {
 	t.Run("ConcurrentStreams", func(t *testing.T) { testConcurrentStreams(t, dev) })
 	t.Run("Reduce", func(t *testing.T) { testReduce(t, dev) })
 	t.Run("Scale", func(t *testing.T) { testScale(t, dev) })
+	t.Run("Sub", func(t *testing.T) { testSub(t, dev) })
 }
 
 // RunMisuse checks that dev refuses, with an error and without a panic,
@@ -369,6 +370,40 @@ func testCopyOnDevice(t *testing.T, dev device.Device) {
 		}
 		if got := download(t, dev, s, src, size); !bytes.Equal(got, sdata) {
 			t.Errorf("Copy of %d bytes from %d to %d changed the source", c.n, c.soff, c.doff)
+		}
+	}
+}
+
+// testSub checks device.Sub on a Buffer of dev (skipped if dev's Buffers
+// are not Slicers): a sub-buffer shares its parent's memory at the right
+// place, belongs to dev, and ranges outside the parent are errors.
+func testSub(t *testing.T, dev device.Device) {
+	const size = 4099
+	b := alloc(t, dev, reduceop.Uint8, size)
+	if _, ok := b.(device.Slicer); !ok {
+		t.Skipf("%T is not a device.Slicer", b)
+	}
+	r := seed(t)
+	s := newStream(t, dev)
+	data := randBytes(r, size)
+	upload(t, dev, s, b, data)
+	sub, err := device.Sub(b, 100, 133)
+	check(t, "Sub(100, 133)", err)
+	if sub.Len() != 33 || sub.DType() != reduceop.Uint8 || sub.Device() != dev {
+		t.Fatalf("Sub(100, 133): %d x %v on %v, want 33 x uint8 on %v", sub.Len(), sub.DType(), sub.Device(), dev)
+	}
+	if got := download(t, dev, s, sub, 33); !bytes.Equal(got, data[100:133]) {
+		t.Errorf("Sub(100, 133) reads other bytes than [100,133) of its parent")
+	}
+	patch := randBytes(r, 33)
+	upload(t, dev, s, sub, patch)
+	copy(data[100:], patch)
+	if got := download(t, dev, s, b, size); !bytes.Equal(got, data) {
+		t.Errorf("a write into Sub(100, 133) landed elsewhere in its parent (first difference at byte %d)", firstDiff(got, data))
+	}
+	for _, c := range [][2]int{{-1, 3}, {5, 4}, {0, size + 1}} {
+		if _, err := device.Sub(b, c[0], c[1]); err == nil {
+			t.Errorf("Sub(%d, %d) of %d elements: no error", c[0], c[1], size)
 		}
 	}
 }

@@ -27,7 +27,7 @@ type Buffer struct {
 	freed atomic.Bool // this Buffer was freed
 }
 
-var _ device.Buffer = (*Buffer)(nil)
+var _ device.Slicer = (*Buffer)(nil)
 
 // DType returns the element type.
 func (b *Buffer) DType() reduceop.DType { return b.dt }
@@ -48,6 +48,15 @@ func (b *Buffer) Slice(lo, hi int) *Buffer {
 	}
 	s := b.dt.Size()
 	return &Buffer{a: b.a, dt: b.dt, n: hi - lo, mem: b.mem[lo*s : hi*s : hi*s]}
+}
+
+// Sub is Slice for device.Slicer: a range outside b is an error wrapping
+// ErrRange instead of a panic.
+func (b *Buffer) Sub(lo, hi int) (device.Buffer, error) {
+	if lo < 0 || hi < lo || hi > b.n {
+		return nil, b.a.d.errorf("sub-range", "[%d,%d) of a buffer of %d elements: %w", lo, hi, b.n, ErrRange)
+	}
+	return b.Slice(lo, hi), nil
 }
 
 // Bytes returns the buffer's memory. Reading or writing it is safe only
