@@ -69,6 +69,9 @@ type devCtx struct {
 	wins    map[int][][]byte               // free stand-ins by size class
 	bounce  map[int][]device.Host          // free pinned staging by size class (staged collectives)
 	allBnc  []device.Host                  // every staging buffer, for Close
+
+	ipcRefused map[int]bool    // job ranks that refused this rank's IPC handles (devipc.go)
+	notes      map[ipcNote]int // IPC events per peer, logged once (devipc.go)
 }
 
 // streamSet is the streams one call runs on: device to host copies for
@@ -558,7 +561,11 @@ func (p *devPeers) Irecv(from int, b []byte) algo.Request { return p.enqueue(fro
 func (p *devPeers) enqueue(peer int, send bool, b []byte) algo.Request {
 	r := &devRequest{done: make(chan struct{})}
 	buf, off, onDev := p.where(b)
+	ipc := p.useIPC(peer, onDev, len(b))
 	n := max(1, (len(b)+devChunk-1)/devChunk)
+	if ipc {
+		n = 1 // one item: the lane runs it whole (devipc.go)
+	}
 	r.left = n
 	p.mu.Lock()
 	l := p.lanes[laneKey{peer, send}]
@@ -568,6 +575,10 @@ func (p *devPeers) enqueue(peer int, send bool, b []byte) algo.Request {
 		l.start()
 	}
 	p.mu.Unlock()
+	if ipc {
+		l.push(chunk{req: r, buf: buf, off: off, n: len(b), ipc: true})
+		return r
+	}
 	for i := 0; i < n; i++ {
 		lo, hi := i*devChunk, min((i+1)*devChunk, len(b))
 		c := chunk{req: r, n: hi - lo}
@@ -646,13 +657,15 @@ func (r *devRequest) Wait(ctx context.Context) error {
 	}
 }
 
-// chunk is one message of a lane: device memory (buf, off) or host bytes.
+// chunk is one message of a lane: device memory (buf, off) or host bytes;
+// or, with ipc, a whole message between ranks of one host (devipc.go).
 type chunk struct {
 	req  *devRequest
 	buf  device.Buffer
 	off  int
 	host []byte
 	n    int
+	ipc  bool
 }
 
 // lane moves the chunks to or from one peer, in order, at most devSlots at
@@ -739,6 +752,10 @@ func (l *lane) start() {
 				c.req.chunkDone(err)
 				continue
 			}
+			if c.ipc {
+				c.req.chunkDone(l.whole(c, slots))
+				continue
+			}
 			select {
 			case <-slots:
 			case <-p.dead:
@@ -762,6 +779,32 @@ func (l *lane) start() {
 			slots <- struct{}{}
 		}
 	}()
+}
+
+// whole runs an IPC item once every chunk before it has finished (all
+// the lane's slots are back), holding the slots while it runs.
+func (l *lane) whole(c chunk, slots chan struct{}) error {
+	p := l.p
+	for got := 0; got < devSlots; got++ {
+		select {
+		case <-slots:
+		case <-p.dead:
+			for range got {
+				slots <- struct{}{}
+			}
+			return p.failed()
+		}
+	}
+	defer func() {
+		for range devSlots {
+			slots <- struct{}{}
+		}
+	}()
+	err := l.ipc(c)
+	if err != nil {
+		p.fail(err)
+	}
+	return err
 }
 
 // begin starts a chunk: for a send, the copy off the device; for a

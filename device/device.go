@@ -64,6 +64,25 @@ func Sub(b Buffer, lo, hi int) (Buffer, error) {
 	return s.Sub(lo, hi)
 }
 
+// IPC is implemented by a Device whose memory another process on the same
+// host can use directly, as CUDA IPC allows: goccl's device data path then
+// copies device to device between the ranks of one host instead of
+// staging through host memory, and falls back to staging when a handle is
+// refused.
+type IPC interface {
+	// IPCExport returns a handle of at most IPCHandleMax bytes naming the
+	// memory of b, a Buffer of this device.
+	IPCExport(b Buffer) ([]byte, error)
+	// IPCImport maps the memory a handle from IPCExport names, exported by
+	// a device of the same kind in another process (or this one, where the
+	// device allows), and returns it as a Buffer of this device; its Free
+	// unmaps it. The exporter's memory must outlive it.
+	IPCImport(handle []byte) (Buffer, error)
+}
+
+// IPCHandleMax is the most bytes an IPC handle may take.
+const IPCHandleMax = 128
+
 // Host is page-locked host memory from Device.AllocHost.
 type Host interface {
 	// Bytes returns the memory, valid until Free.

@@ -18,6 +18,10 @@
 // a stream waiting until it says so, which is how a collective that the
 // host drives is placed between two kernels of a caller's stream.
 //
+// A Device may also implement IPC: handles that let another process on the
+// host map a Buffer's memory (CUDA IPC), which goccl uses to copy device to
+// device between the ranks of one host.
+//
 // Two implementations exist: package device/cuda (build tag cuda) on the
 // CUDA driver API, and package device/hostsim, a pure-Go device on host
 // memory whose streams are goroutines and whose copies and launches can be

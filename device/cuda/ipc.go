@@ -24,13 +24,62 @@ static CUresult goccl_ipc_close(CUdeviceptr p) { return cuIpcCloseMemHandle(p); 
 import "C"
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
 	"gorgonia.org/cu"
 
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/reduceop"
 )
+
+var _ device.IPC = (*Context)(nil)
+
+// ipcWireLen is the length of an IPCHandle as IPCExport writes it: the
+// memory handle, the offset, the dtype and the length.
+const ipcWireLen = 64 + 8 + 1 + 8
+
+// IPCExport returns b's IPCHandle as bytes, for device.IPC: goccl's
+// device data path sends it to a rank on the same host, which copies
+// device to device from it.
+func (c *Context) IPCExport(b device.Buffer) ([]byte, error) {
+	cb, err := c.buffer("ipc export", "buffer", b)
+	if err != nil {
+		return nil, err
+	}
+	h, err := cb.IPCHandle()
+	if err != nil {
+		return nil, err
+	}
+	w := make([]byte, 0, ipcWireLen)
+	w = append(w, h.Mem[:]...)
+	w = binary.LittleEndian.AppendUint64(w, uint64(h.Offset))
+	w = append(w, byte(h.DType))
+	return binary.LittleEndian.AppendUint64(w, uint64(h.Len)), nil
+}
+
+// IPCImport opens a handle from IPCExport in another process, for
+// device.IPC. A process cannot open its own handles (CUDA refuses), so
+// ranks that are goroutines of one process stage instead.
+func (c *Context) IPCImport(handle []byte) (device.Buffer, error) {
+	if len(handle) != ipcWireLen {
+		return nil, invalid("ipc import", "handle of %d bytes, want %d", len(handle), ipcWireLen)
+	}
+	var h IPCHandle
+	copy(h.Mem[:], handle)
+	le := binary.LittleEndian
+	off, n := le.Uint64(handle[64:]), le.Uint64(handle[73:])
+	if off > 1<<62 || n > 1<<62 {
+		return nil, invalid("ipc import", "handle with offset %d and length %d", off, n)
+	}
+	h.Offset, h.DType, h.Len = int(off), reduceop.DType(handle[72]), int(n)
+	b, err := c.OpenIPC(h)
+	if err != nil {
+		return nil, err // not a nil *Buffer in a non-nil interface
+	}
+	return b, nil
+}
 
 // IPCHandle names a Buffer's memory for another process on the same machine
 // (CUDA IPC): the allocation's cuIpcGetMemHandle, where the Buffer starts

@@ -237,3 +237,9 @@ func (b *Buffer) IPCHandle() (IPCHandle, error) { return IPCHandle{}, ErrNotBuil
 
 // OpenIPC maps the memory another process named with IPCHandle.
 func (c *Context) OpenIPC(h IPCHandle) (*Buffer, error) { return nil, ErrNotBuilt }
+
+// IPCExport returns b's IPCHandle as bytes, for device.IPC.
+func (c *Context) IPCExport(b device.Buffer) ([]byte, error) { return nil, ErrNotBuilt }
+
+// IPCImport opens a handle from IPCExport, for device.IPC.
+func (c *Context) IPCImport(handle []byte) (device.Buffer, error) { return nil, ErrNotBuilt }

@@ -13,6 +13,8 @@ import (
 type alloc struct {
 	d     *Device
 	freed atomic.Bool // the Buffer that Alloc or Wrap returned was freed
+	mem   []byte      // the whole memory (IPC handles give offsets into it)
+	ipcID atomic.Uint64
 }
 
 // Buffer is device memory of a hostsim Device: Len elements of DType in a
@@ -80,6 +82,9 @@ func (b *Buffer) Free() error {
 	}
 	if b.root {
 		b.a.freed.Store(true)
+		if id := b.a.ipcID.Load(); id != 0 {
+			exported.Delete(id)
+		}
 	}
 	return nil
 }

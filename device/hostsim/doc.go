@@ -34,6 +34,13 @@
 // a CUDA context fails: the rest of the work is skipped and every later
 // call returns the error.
 //
+// IPC (device.IPC) works between hostsim Devices of one process, which is
+// where their memory lives, and refuses a handle from another process, so
+// ranks that are goroutines copy device to device and ranks that are
+// processes fall back to staging, as CUDA ranks do where IPC is refused;
+// the NoIPC option refuses it within a process too. OneBitKernel runs
+// onebit's per-element steps as kernels on a stream.
+//
 // # Time
 //
 // Latency, given to New, makes copies, kernels and launches sleep in their

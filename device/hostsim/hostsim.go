@@ -72,8 +72,9 @@ func (l Latency) copyTime(n int) time.Duration {
 // Device is a device on host memory. Its methods are safe for concurrent
 // use. It implements device.Device.
 type Device struct {
-	name string
-	lat  Latency
+	name  string
+	lat   Latency
+	noIPC bool // refuse IPC (NoIPC)
 
 	closed   atomic.Bool
 	closedCh chan struct{}
@@ -170,7 +171,8 @@ func (d *Device) Alloc(dt reduceop.DType, n int) (device.Buffer, error) {
 	if n < 0 || n > math.MaxInt/dt.Size()-align {
 		return nil, d.errorf("alloc", "%d elements of %v: invalid length", n, dt)
 	}
-	return &Buffer{a: &alloc{d: d}, root: true, dt: dt, n: n, mem: alignedBytes(n * dt.Size())}, nil
+	mem := alignedBytes(n * dt.Size())
+	return &Buffer{a: &alloc{d: d, mem: mem}, root: true, dt: dt, n: n, mem: mem}, nil
 }
 
 // Wrap returns a Buffer over b, memory the caller owns, holding
@@ -190,7 +192,8 @@ func (d *Device) Wrap(dt reduceop.DType, b []byte) (*Buffer, error) {
 	if len(b) > 0 && addr(b)%uintptr(dt.Size()) != 0 {
 		return nil, d.errorf("wrap", "memory not aligned to %d bytes for %v", dt.Size(), dt)
 	}
-	return &Buffer{a: &alloc{d: d}, root: true, dt: dt, n: len(b) / dt.Size(), mem: b[:len(b):len(b)]}, nil
+	mem := b[:len(b):len(b)]
+	return &Buffer{a: &alloc{d: d, mem: mem}, root: true, dt: dt, n: len(b) / dt.Size(), mem: mem}, nil
 }
 
 // AllocHost allocates n bytes of "page-locked" host memory: plain Go

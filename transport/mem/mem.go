@@ -156,6 +156,15 @@ func (e *endpoint) Retire(tag transport.Tag) { e.m.Retire(tag) }
 func (e *endpoint) Rank() int { return e.rank }
 func (e *endpoint) Size() int { return len(e.mesh.eps) }
 
+// Via names the route to peer, as transport/route's endpoint does: "mem"
+// for every rank of the mesh, "" out of range.
+func (e *endpoint) Via(peer int) string {
+	if peer < 0 || peer >= len(e.mesh.eps) {
+		return ""
+	}
+	return "mem"
+}
+
 func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
 	return e.m.Post(from, tag, b)
 }

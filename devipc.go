@@ -1,0 +1,282 @@
+package goccl
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+
+	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/transport"
+)
+
+// Device memory between the ranks of one host (IPC). When both ends of a
+// message of at least ipcMin bytes hold device memory and the peer is on
+// this host (its route is shm or mem), the data path moves the message as
+// one item instead of staged chunks:
+//
+//	sender                                  receiver
+//	header: IPC handle of the buffer,  -->  import the handle; copy device to
+//	        offset, length                  device on the recv stream; wait
+//	wait for the ack                   <--  ack: done
+//
+// so the bytes cross once, device to device, with no pinned staging and
+// nothing on the wire but the header. A device without IPC (or whose
+// export fails) sends a header saying so, and a receiver whose import
+// fails (another process's hostsim memory, CUDA refusing a handle of its
+// own process, a container without the IPC namespace) acks "refused"; in
+// both cases the message then goes the staged way, chunk by chunk, and
+// the debug log says so once per peer. A sender that was refused by a
+// peer stops offering it handles, but always sends the header, so the
+// two ends never have to agree on anything but the message's length.
+//
+// The acks travel under a tag of their own (the call's tag with tagP2P
+// and tagIPC set, which no point-to-point call can produce): on the call's
+// tag they could be matched by a receive posted for the peer's data.
+const (
+	ipcMin       = 64 << 10
+	ipcHeaderLen = 4 + device.IPCHandleMax + 16
+	tagIPC       = 1 << 38
+
+	ipcStaged  = 0 // header kinds
+	ipcHandle  = 1
+	ackDone    = 1 // ack values
+	ackRefused = 2
+)
+
+// useIPC reports whether a message of n bytes to or from peer, in device
+// memory on this side, goes as one IPC item. Both ends compute the same
+// answer: the fingerprint makes sure both hold device memory, the
+// algorithm that both run gives the message the same length at both ends,
+// and a route is same-host at both ends or at neither.
+func (p *devPeers) useIPC(peer int, onDev bool, n int) bool {
+	if !onDev || n < ipcMin {
+		return false
+	}
+	switch p.c.TransportFor(peer) {
+	case "shm", "mem":
+		return true
+	}
+	return false
+}
+
+// ipc moves one IPC item, c, with every earlier chunk of the lane done.
+func (l *lane) ipc(c chunk) error {
+	if l.send {
+		return l.ipcSend(c)
+	}
+	return l.ipcRecv(c)
+}
+
+func (l *lane) ipcSend(c chunk) error {
+	p := l.p
+	if p.after != nil {
+		// On a framework's stream the buffer is ready when the event the
+		// call's streams wait on is: the peer copies from it on a stream
+		// of its own, which knows nothing of that event.
+		if err := p.d.run(p.ctx, p.ss.send, func() error { return nil }); err != nil {
+			return fmt.Errorf("device IPC to rank %d: waiting for the stream: %w", l.peer, err)
+		}
+	}
+	hdr := make([]byte, ipcHeaderLen)
+	handle := p.d.export(p, l.peer, c.buf)
+	if handle != nil {
+		hdr[0] = ipcHandle
+		binary.LittleEndian.PutUint16(hdr[2:], uint16(len(handle)))
+		copy(hdr[4:], handle)
+	}
+	binary.LittleEndian.PutUint64(hdr[4+device.IPCHandleMax:], uint64(c.off))
+	binary.LittleEndian.PutUint64(hdr[12+device.IPCHandleMax:], uint64(c.n))
+	if err := p.wire(l.peer, true, hdr); err != nil {
+		return err
+	}
+	if handle != nil {
+		ack := make([]byte, 1)
+		if err := p.ctl(l.peer, false, ack); err != nil {
+			return err
+		}
+		switch ack[0] {
+		case ackDone:
+			return nil
+		case ackRefused:
+			p.d.refusedBy(p, l.peer)
+		default:
+			return fmt.Errorf("device IPC with rank %d: ack %d: %w", l.peer, ack[0], transport.ErrProtocol)
+		}
+	}
+	return l.pipeline(c)
+}
+
+func (l *lane) ipcRecv(c chunk) error {
+	p, ctx := l.p, l.p.ctx
+	hdr := make([]byte, ipcHeaderLen)
+	if err := p.wire(l.peer, false, hdr); err != nil {
+		return err
+	}
+	le := binary.LittleEndian
+	hl := int(le.Uint16(hdr[2:]))
+	off, n := le.Uint64(hdr[4+device.IPCHandleMax:]), le.Uint64(hdr[12+device.IPCHandleMax:])
+	switch {
+	case hdr[0] != ipcStaged && hdr[0] != ipcHandle, hl > device.IPCHandleMax, off > 1<<62:
+		return fmt.Errorf("device IPC header from rank %d (kind %d, handle of %d bytes, offset %d): %w",
+			l.peer, hdr[0], hl, off, transport.ErrProtocol)
+	case n != uint64(c.n):
+		return fmt.Errorf("device IPC from rank %d: it sends %d bytes, this rank receives %d: %w",
+			l.peer, n, c.n, transport.ErrProtocol)
+	}
+	if hdr[0] == ipcHandle {
+		src, err := p.d.importIPC(hdr[4 : 4+hl])
+		if err == nil {
+			s := p.ss.recv
+			err = p.d.run(ctx, s, func() error { return s.Copy(c.buf, c.off, src, int(off), c.n) })
+			if e := src.Free(); err == nil {
+				err = e
+			}
+			if err != nil {
+				return fmt.Errorf("device to device copy from rank %d: %w", l.peer, err)
+			}
+			p.d.note(p, l.peer, "goccl device ipc", "dir", "from")
+			return p.ctl(l.peer, true, []byte{ackDone})
+		}
+		p.d.note(p, l.peer, "goccl device ipc refused, staging through host memory", "dir", "from", "err", err)
+		if err := p.ctl(l.peer, true, []byte{ackRefused}); err != nil {
+			return err
+		}
+	}
+	return l.pipeline(c)
+}
+
+// pipeline moves c the staged way, in chunks of devChunk bytes, at most
+// devSlots in flight: the lane's own path, run here because an IPC item
+// holds the whole lane.
+func (l *lane) pipeline(c chunk) error {
+	p := l.p
+	var q []inFlight
+	var first error
+	finish := func() {
+		f := q[0]
+		q = q[1:]
+		err := f.err
+		if err == nil {
+			err = l.end(&f)
+		}
+		if err == nil && f.slot != nil {
+			p.d.putSlot(f.slot)
+		}
+		if err != nil && first == nil {
+			first = err
+			p.fail(err)
+		}
+	}
+	for lo := 0; lo < c.n && first == nil; lo += devChunk {
+		q = append(q, l.begin(chunk{req: c.req, buf: c.buf, off: c.off + lo, n: min(devChunk, c.n-lo)}))
+		if len(q) == devSlots {
+			finish()
+		}
+	}
+	for len(q) > 0 && first == nil {
+		finish()
+	}
+	return first
+}
+
+// wire sends or receives b to or from peer under the call's tag, as a
+// chunk does (the first message of the call carries the fingerprint).
+func (p *devPeers) wire(peer int, send bool, b []byte) error {
+	p.mu.Lock()
+	var r interface {
+		Wait(ctx context.Context) error
+	}
+	if send {
+		r = p.peers.Isend(peer, b)
+	} else {
+		r = p.peers.Irecv(peer, b)
+	}
+	p.mu.Unlock()
+	return r.Wait(p.ctx)
+}
+
+// ctl sends or receives an ack under the call's IPC tag.
+func (p *devPeers) ctl(peer int, send bool, b []byte) error {
+	tag := p.tag | tagP2P | tagIPC
+	ep, to := p.c.shared.ep, p.c.ranks[peer]
+	r := &request{p: p.peers, peer: peer, dir: "<-"}
+	if send {
+		r.dir, r.r = "->", ep.Isend(to, tag, b)
+	} else {
+		r.r = ep.Irecv(to, tag, b)
+	}
+	return r.Wait(p.ctx)
+}
+
+// export returns the IPC handle of b for peer, or nil when the message
+// goes staged: the device has no IPC, its export fails, or peer refused a
+// handle of this communicator before.
+func (d *devCtx) export(p *devPeers, peer int, b device.Buffer) []byte {
+	ipc, ok := d.dev.(device.IPC)
+	if !ok {
+		return nil
+	}
+	d.mu.Lock()
+	refused := d.ipcRefused[p.c.ranks[peer]]
+	d.mu.Unlock()
+	if refused {
+		return nil
+	}
+	h, err := ipc.IPCExport(b)
+	if err == nil && len(h) > device.IPCHandleMax {
+		err = fmt.Errorf("handle of %d bytes, more than %d", len(h), device.IPCHandleMax)
+	}
+	if err != nil {
+		d.note(p, peer, "goccl device ipc export failed, staging through host memory", "dir", "to", "err", err)
+		return nil
+	}
+	return h
+}
+
+// refusedBy records that peer refused a handle: it gets no more.
+func (d *devCtx) refusedBy(p *devPeers, peer int) {
+	d.mu.Lock()
+	if d.ipcRefused == nil {
+		d.ipcRefused = map[int]bool{}
+	}
+	d.ipcRefused[p.c.ranks[peer]] = true
+	d.mu.Unlock()
+	d.note(p, peer, "goccl device ipc refused by the peer, staging through host memory", "dir", "to")
+}
+
+func (d *devCtx) importIPC(h []byte) (device.Buffer, error) {
+	ipc, ok := d.dev.(device.IPC)
+	if !ok {
+		return nil, fmt.Errorf("device %s has no IPC", d.dev)
+	}
+	return ipc.IPCImport(h)
+}
+
+// note logs msg about peer once per communicator, peer and message (at
+// info level for a fallback, debug for IPC in use), and counts it for
+// tests.
+func (d *devCtx) note(p *devPeers, peer int, msg string, args ...any) {
+	rank := p.c.ranks[peer]
+	d.mu.Lock()
+	if d.notes == nil {
+		d.notes = map[ipcNote]int{}
+	}
+	k := ipcNote{rank, msg}
+	d.notes[k]++
+	first := d.notes[k] == 1
+	d.mu.Unlock()
+	if !first {
+		return
+	}
+	level := slog.LevelInfo
+	if msg == "goccl device ipc" {
+		level = slog.LevelDebug
+	}
+	debugLog(p.c.opts.debugLogger(p.c.rank), level, msg, append([]any{"peer", peer, "device", d.dev.String()}, args...)...)
+}
+
+type ipcNote struct {
+	rank int
+	msg  string
+}
