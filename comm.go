@@ -184,6 +184,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.lost.Store(-1)
 	sh.closed = make(chan struct{})
 	sh.flight = newRecorder(o.getenv)
+	sh.devs.noIPC = ipcDisabled(o.getenv(EnvDeviceIPC))
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	sh.groups.Store(uint64(0), c)
 	sh.flight.watchSignal(c)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/transport"
@@ -43,6 +44,20 @@ const (
 	ackDone    = 1 // ack values
 	ackRefused = 2
 )
+
+// EnvDeviceIPC set to 0 (or off, false) turns device IPC off for this
+// rank, as NCCL_P2P_DISABLE does: it offers no handles and refuses its
+// peers', so its same-host device messages are staged (goccl bench
+// compares the two ways with it).
+const EnvDeviceIPC = "GOCCL_DEVICE_IPC"
+
+func ipcDisabled(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "0", "off", "false", "no":
+		return true
+	}
+	return false
+}
 
 // useIPC reports whether a message of n bytes to or from peer, in device
 // memory on this side, goes as one IPC item. Both ends compute the same
@@ -214,7 +229,7 @@ func (p *devPeers) ctl(peer int, send bool, b []byte) error {
 // handle of this communicator before.
 func (d *devCtx) export(p *devPeers, peer int, b device.Buffer) []byte {
 	ipc, ok := d.dev.(device.IPC)
-	if !ok {
+	if !ok || d.noIPC {
 		return nil
 	}
 	d.mu.Lock()
@@ -249,6 +264,9 @@ func (d *devCtx) importIPC(h []byte) (device.Buffer, error) {
 	ipc, ok := d.dev.(device.IPC)
 	if !ok {
 		return nil, fmt.Errorf("device %s has no IPC", d.dev)
+	}
+	if d.noIPC {
+		return nil, fmt.Errorf("device IPC turned off (%s)", EnvDeviceIPC)
 	}
 	return ipc.IPCImport(h)
 }

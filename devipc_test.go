@@ -122,3 +122,34 @@ func TestDeviceIPC(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceIPCOff: GOCCL_DEVICE_IPC=0 stages every message, as a device
+// without IPC does.
+func TestDeviceIPCOff(t *testing.T) {
+	const count = 1 << 20 / 4
+	devs := []*hostsim.Device{hostsim.New(), hostsim.New()}
+	for _, d := range devs {
+		d.StartTimeline()
+		defer d.Close()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := RunLocal(ctx, 2, func(ctx context.Context, c *Comm) error {
+		b, err := devs[c.Rank()].Alloc(reduceop.Float32, count)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		return c.AllReduce(ctx, b, reduceop.Sum)
+	}, WithAlgorithm(algo.Ring), fakeEnv(map[string]string{EnvDeviceIPC: "0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, d := range devs {
+		for _, s := range d.Timeline() {
+			if s.Kind == hostsim.KindCopy {
+				t.Errorf("rank %d: a device to device copy of %d bytes with IPC off", r, s.Bytes)
+			}
+		}
+	}
+}

@@ -56,7 +56,8 @@ const (
 // sets, pinned slots, events and scratch memory. It is made on the first
 // collective on the device and freed by Close.
 type devCtx struct {
-	dev device.Device
+	dev   device.Device
+	noIPC bool // GOCCL_DEVICE_IPC=0: offer no handles, refuse the peers'
 
 	mu      sync.Mutex
 	sets    []*streamSet                   // free stream sets
@@ -90,8 +91,9 @@ type scratchKey struct {
 
 // devices is a communicator's devCtx per device, shared by its groups.
 type devices struct {
-	mu sync.Mutex
-	m  map[device.Device]*devCtx
+	mu    sync.Mutex
+	m     map[device.Device]*devCtx
+	noIPC bool // GOCCL_DEVICE_IPC=0 (devipc.go)
 }
 
 func (ds *devices) get(dev device.Device) (*devCtx, error) {
@@ -100,7 +102,7 @@ func (ds *devices) get(dev device.Device) (*devCtx, error) {
 	if d := ds.m[dev]; d != nil {
 		return d, nil
 	}
-	d := &devCtx{dev: dev, scratch: map[scratchKey][]device.Buffer{}, wins: map[int][][]byte{}, bounce: map[int][]device.Host{}}
+	d := &devCtx{dev: dev, noIPC: ds.noIPC, scratch: map[scratchKey][]device.Buffer{}, wins: map[int][][]byte{}, bounce: map[int][]device.Host{}}
 	if ds.m == nil {
 		ds.m = map[device.Device]*devCtx{}
 	}
