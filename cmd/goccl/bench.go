@@ -42,6 +42,7 @@ type benchConfig struct {
 	mismatchCheck      bool
 	cpuBind            bool
 	units              commslog.Units
+	device             string // host, hostsim or cuda (benchdev.go)
 }
 
 // benchOps maps -op names to the collective they run and the commslog op
@@ -175,6 +176,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (DeepSpeed's Gbit/s)")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
 	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "with one process per rank (-transport tcp, shm or auto), bind each rank to an equal share of the CPUs when there are at least as many CPUs as ranks")
+	fs.StringVar(&cfg.device, "device", "host", "where the buffers live: host (Go slices), hostsim (a fake device on host memory, staged and IPC paths as on a GPU) or cuda (the local rank's GPU; needs a goccl built with -tags cuda); GOCCL_DEVICE_IPC=0 stages same-host device messages instead of IPC")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -254,6 +256,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	case "tcp", "shm", "auto", "mem":
 	default:
 		return nil, fmt.Errorf("unknown -transport %q (tcp, shm, auto or mem)", cfg.transport)
+	}
+	switch cfg.device {
+	case "host", "hostsim", "cuda":
+	default:
+		return nil, fmt.Errorf("unknown -device %q (host, hostsim or cuda)", cfg.device)
 	}
 	switch cfg.format {
 	case "table", "csv", "json":
@@ -431,12 +438,20 @@ func benchRank(ctx context.Context, c *goccl.Comm, cfg *benchConfig, progress io
 	total := len(sizes) * len(cfg.algos)
 	done := 0
 	prog := newProgress(progress)
+	var bd *benchDevice
+	if cfg.device != "host" {
+		var err error
+		if bd, err = openBenchDevice(cfg.device); err != nil {
+			return nil, err
+		}
+		defer bd.Close()
+	}
 	for _, a := range cfg.algos {
 		if err := c.SetAlgorithm(a); err != nil {
 			return nil, err
 		}
 		for _, size := range sizes {
-			row, err := benchOne(ctx, c, cfg, a, size)
+			row, err := benchOne(ctx, c, cfg, bd, a, size)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s %d bytes: %w", cfg.op, a, size, err)
 			}
@@ -511,10 +526,19 @@ func (p *progress) finish() {
 	}
 }
 
-func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algorithm, size int64) (result, error) {
+func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDevice, a algo.Algorithm, size int64) (result, error) {
 	n := c.Size()
 	esz := int64(cfg.dtype.Size())
 	b := newBenchBufs(cfg, c.Rank(), n, int(size/esz))
+	if bd != nil {
+		if err := b.onDevice(bd); err != nil {
+			return result{}, fmt.Errorf("-device %s: %w", cfg.device, err)
+		}
+		defer b.free()
+		if err := b.reset(ctx); err != nil {
+			return result{}, err
+		}
+	}
 	for i := 0; i < cfg.warmup; i++ {
 		if err := b.run(ctx, c); err != nil {
 			return result{}, err
@@ -547,11 +571,16 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, a algo.Algor
 		if err := c.Barrier(ctx); err != nil {
 			return result{}, err
 		}
-		b.reset()
+		if err := b.reset(ctx); err != nil {
+			return result{}, err
+		}
 		if err := b.run(ctx, c); err != nil {
 			return result{}, err
 		}
-		wrong = b.wrong()
+		var err error
+		if wrong, err = b.wrong(ctx); err != nil {
+			return result{}, err
+		}
 	}
 	// Agree on the figures: the mean time and bytes sent over ranks (as
 	// nccl-tests reports time) and the total of wrong elements.

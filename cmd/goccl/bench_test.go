@@ -73,11 +73,43 @@ func TestBenchAlgoAllAndFormats(t *testing.T) {
 	}
 }
 
+// TestBenchDeviceHostsim: -device hostsim runs every collective on device
+// buffers through goccl's device data path (sizes past 64 KiB per message
+// go device to device between the goroutine ranks, smaller ones staged)
+// and -check finds every result right.
+func TestBenchDeviceHostsim(t *testing.T) {
+	for op := range benchOps {
+		args := []string{"-device", "hostsim", "-transport", "mem", "-n", "3", "-op", op, "-root", "1",
+			"-b", "4", "-e", "300K", "-f", "9", "-w", "1", "-iters", "2", "-check", "-format", "json", "-q"}
+		var out, errb bytes.Buffer
+		if code := benchMain(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("%s: exit %d: %s", op, code, errb.String())
+		}
+		var rows []result
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if len(rows) != 6 {
+			t.Fatalf("%s: %d rows, want 6", op, len(rows))
+		}
+		for _, r := range rows {
+			if r.Wrong == nil || *r.Wrong != 0 {
+				t.Errorf("%s %d bytes: %q wrong, want 0", op, r.Bytes, r.wrongText())
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := benchMain(context.Background(), []string{"-device", "cuda", "-transport", "mem", "-n", "2", "-e", "8", "-q"}, &out, &errb); code == 0 ||
+		!strings.Contains(errb.String(), "-tags cuda") {
+		t.Errorf("-device cuda without the cuda tag: exit %d, %q; want an error saying to build with -tags cuda", code, errb.String())
+	}
+}
+
 func TestBenchFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-op", "nope"}, {"-dtype", "float128"}, {"-redop", "avg", "-dtype", "int32"},
 		{"-b", "2M", "-e", "1M"}, {"-root", "9", "-n", "2"}, {"-algo", "pairwise"}, {"-transport", "ib"},
-		{"-f", "1"}, {"-units", "furlongs"},
+		{"-f", "1"}, {"-units", "furlongs"}, {"-device", "gpu"},
 	} {
 		var out, errb bytes.Buffer
 		if code := benchMain(context.Background(), args, &out, &errb); code != 2 {

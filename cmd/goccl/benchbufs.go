@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/elems"
 	"github.com/goccl/goccl/onebit"
 	"github.com/goccl/goccl/reduceop"
@@ -17,6 +18,13 @@ type benchBufs struct {
 	count      int // elements in the whole message
 	send, recv any
 	state      *onebit.State // -op onebit's error-feedback buffers
+
+	// With -device: the collective runs on these device buffers; send and
+	// recv above are their host copies, for filling and -check
+	// (benchdev.go).
+	dev          *benchDevice
+	dsend, drecv device.Buffer
+	dstate       *onebit.DeviceState
 }
 
 func sliceLen(buf any) int {
@@ -66,12 +74,21 @@ func newBenchBufs(cfg *benchConfig, rank, n, count int) *benchBufs {
 		}
 		b.recv = elems.Make(dt, m)
 	}
-	b.reset()
+	b.fill()
 	return b
 }
 
-// reset refills the inputs (the in-place collectives overwrite them).
-func (b *benchBufs) reset() {
+// reset refills the inputs (the in-place collectives overwrite them), on
+// the device too with -device.
+func (b *benchBufs) reset(ctx context.Context) error {
+	b.fill()
+	if b.dev == nil || b.dsend == nil {
+		return nil
+	}
+	return b.dev.upload(ctx, b.dsend, b.send)
+}
+
+func (b *benchBufs) fill() {
 	if b.send == nil {
 		return
 	}
@@ -159,58 +176,84 @@ func (b *benchBufs) expected() any {
 
 // result is the buffer that holds this rank's answer.
 func (b *benchBufs) result() any {
-	switch b.cfg.op {
-	case "allreduce", "broadcast", "reduce":
+	if b.inPlace() {
 		return b.send
 	}
 	return b.recv
+}
+
+// inPlace reports whether the collective leaves its answer in send.
+func (b *benchBufs) inPlace() bool {
+	switch b.cfg.op {
+	case "allreduce", "broadcast", "reduce", "onebit":
+		return true
+	}
+	return false
 }
 
 // wrong counts the elements of this rank's result that differ from the
 // sequential reference. The reference is computed here, after the timed
 // calls, so that -check allocates nothing before them that the garbage
 // collector could be busy with while they run.
-func (b *benchBufs) wrong() int64 {
+func (b *benchBufs) wrong(ctx context.Context) (int64, error) {
 	want := b.expected()
 	if want == nil {
-		return 0
+		return 0, nil
 	}
 	got := b.result()
+	if b.dev != nil {
+		d := b.drecv
+		if b.inPlace() {
+			d = b.dsend
+		}
+		if err := b.dev.download(ctx, got, d); err != nil {
+			return 0, err
+		}
+	}
 	var bad int64
 	for i, n := 0, sliceLen(want); i < n; i++ {
 		if elems.Get(got, i) != elems.Get(want, i) {
 			bad++
 		}
 	}
-	return bad
+	return bad, nil
 }
 
 func (b *benchBufs) run(ctx context.Context, c *goccl.Comm) error {
 	cfg := b.cfg
+	send, recv := b.args()
 	switch cfg.op {
 	case "allreduce":
-		return c.AllReduce(ctx, b.send, cfg.redop)
+		return c.AllReduce(ctx, send, cfg.redop)
 	case "broadcast":
-		return c.Broadcast(ctx, b.send, cfg.root)
+		return c.Broadcast(ctx, send, cfg.root)
 	case "reduce":
-		return c.Reduce(ctx, b.send, cfg.redop, cfg.root)
+		return c.Reduce(ctx, send, cfg.redop, cfg.root)
 	case "allgather":
-		return c.AllGather(ctx, b.send, b.recv)
+		return c.AllGather(ctx, send, recv)
 	case "reducescatter":
-		return c.ReduceScatter(ctx, b.send, b.recv, cfg.redop)
+		return c.ReduceScatter(ctx, send, recv, cfg.redop)
 	case "alltoall":
-		return c.AllToAll(ctx, b.send, b.recv)
+		return c.AllToAll(ctx, send, recv)
 	case "gather":
-		return c.Gather(ctx, b.send, b.recv, cfg.root)
+		return c.Gather(ctx, send, recv, cfg.root)
 	case "scatter":
-		return c.Scatter(ctx, b.send, b.recv, cfg.root)
+		return c.Scatter(ctx, send, recv, cfg.root)
 	case "onebit":
+		if b.dev != nil {
+			// The last step, the decompression, is queued on the stream:
+			// the call is done when the stream is.
+			if err := onebit.CompressedAllReduceOn(ctx, c, b.dev.s, b.dsend, b.dstate); err != nil {
+				return err
+			}
+			return b.dev.s.Synchronize(ctx)
+		}
 		return onebit.CompressedAllReduce(ctx, c, b.send.([]float32), b.state)
 	case "sendrecv":
 		// Every rank sends to the next and receives from the previous.
 		next, prev := (b.rank+1)%b.n, (b.rank+b.n-1)%b.n
-		r := c.RecvAsync(ctx, b.recv, prev, 0)
-		if err := c.Send(ctx, b.send, next, 0); err != nil {
+		r := c.RecvAsync(ctx, recv, prev, 0)
+		if err := c.Send(ctx, send, next, 0); err != nil {
 			return err
 		}
 		return r.Wait(ctx)
