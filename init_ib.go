@@ -1,10 +1,12 @@
 package goccl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/goccl/goccl/store"
@@ -12,7 +14,7 @@ import (
 	"github.com/goccl/goccl/transport/ib"
 )
 
-// testIBConfig, set by tests through export_test.go, adjusts the
+// testIBConfig, set by the package's own tests, adjusts the
 // transport/ib configuration of job rank r before Init probes or connects
 // it: tests give each rank the fake provider of transport/ib/ibfake and a
 // device of its own, as if it were a host with an HCA.
@@ -35,14 +37,16 @@ func ibConfig(jobRank int) ib.Config {
 // build one; Init refuses GOCCL_TRANSPORT=ib with it before it sends
 // anything.
 func ibUsable(jobRank int) error {
-	err := ibConfig(jobRank).Probe()
+	cfg := ibConfig(jobRank)
+	err := cfg.Probe()
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, ib.ErrNotBuilt):
 		return fmt.Errorf("%w: transport ib: InfiniBand verbs are not built in (build with -tags ibverbs, which needs cgo and libibverbs-dev): %w", ErrInvalid, err)
 	default:
-		return fmt.Errorf("transport ib: no usable RDMA device (GOCCL_IB_HCA=%q): %w", ibConfig(jobRank).HCA, err)
+		dev := cmp.Or(cfg.HCA, os.Getenv(ib.EnvHCA), "the first active port")
+		return fmt.Errorf("transport ib: no usable RDMA device (%s): %w", dev, err)
 	}
 }
 
