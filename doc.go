@@ -59,8 +59,10 @@
 // # Transports
 //
 // A Comm runs over a transport.Endpoint: transport/mem for ranks as
-// goroutines in one process (NewLocal, RunLocal), transport/tcp for
-// processes and hosts.
+// goroutines in one process (NewLocal, RunLocal); for processes, Init
+// picks per peer (WithTransport, GOCCL_TRANSPORT): transport/shm within a
+// host, and between hosts transport/ib (InfiniBand or RoCE verbs, build
+// tag ibverbs) when every rank has an active port, else transport/tcp.
 //
 // # Errors and timeouts
 //

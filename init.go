@@ -63,8 +63,10 @@ func WithEnv(e Env) Option { return func(o *options) { o.env = &e } }
 
 // WithTransport chooses Init's transport (GOCCL_TRANSPORT does the same):
 //
-//   - "auto" (the default): transport/shm between the ranks of one host,
-//     transport/tcp between hosts. Ranks are on one host when they have
+//   - "auto" (the default): transport/shm between the ranks of one host;
+//     between hosts transport/ib when every rank of the job can use it
+//     (a build with the ibverbs tag and an active port: ib.Probe), else
+//     transport/tcp. Ranks are on one host when they have
 //     the same host identity: host name, kernel boot id
 //     (/proc/sys/kernel/random/boot_id), the /dev/shm they see, their pid
 //     namespace and user, so that two hosts with one name are two hosts
@@ -73,6 +75,11 @@ func WithEnv(e Env) Option { return func(o *options) { o.env = &e } }
 //   - "tcp": TCP between every pair of ranks.
 //   - "shm": shared memory between every pair of ranks; Init fails, naming
 //     them, when some ranks are on another host.
+//   - "ib": InfiniBand or RoCE verbs (transport/ib) between every pair of
+//     ranks, on the device GOCCL_IB_HCA names (else the first active
+//     port). Init fails before it contacts the store when this build has
+//     no verbs (an error wrapping ErrInvalid: build with -tags ibverbs)
+//     or the host no active port.
 //   - "mem": a one-rank job in this process, which needs no launcher:
 //     without launcher variables Init makes this process rank 0 of 1.
 //
@@ -185,7 +192,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if ep, err = route.New(0, 1, route.Route{Name: "mem", Endpoint: mem.New(1)[0]}); err != nil {
 			return nil, fmt.Errorf("goccl: init: %w", err)
 		}
-	case "", "auto", "tcp", "shm":
+	case "", "auto", "tcp", "shm", "ib":
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 		jobID := o.jobID
@@ -194,6 +201,13 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			jobID = addr
 		}
 		rejoin := o.rejoin || o.getenv("GOCCL_REJOIN") == "1"
+		if kind == "ib" && !rejoin {
+			// Refused here, before the store hears of this rank: a build
+			// without verbs, or a host without an active port.
+			if err := ibUsable(env.Rank); err != nil {
+				return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
+			}
+		}
 		// A replacement rank never hosts the store: the job's store is
 		// already up (see Readmit). Nor does anyone when the job runs its
 		// own (`goccl store`).
@@ -234,7 +248,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
 		}
 	default:
-		return nil, fmt.Errorf("goccl: init: unknown transport %q (GOCCL_TRANSPORT or WithTransport: auto, tcp, shm or mem)", kind)
+		return nil, fmt.Errorf("goccl: init: unknown transport %q (GOCCL_TRANSPORT or WithTransport: auto, tcp, shm, ib or mem)", kind)
 	}
 	c, err := newComm(ep, o)
 	if err != nil {
@@ -308,7 +322,7 @@ func (c *Comm) settle(ctx context.Context) error {
 var testWrapConn func(peer int, c net.Conn) net.Conn
 
 // TransportFor names the transport that carries this rank's messages to
-// rank peer of c ("shm", "tcp" or "mem"; Init's choice, see
+// rank peer of c ("shm", "tcp", "ib" or "mem"; Init's choice, see
 // WithTransport), or "" when peer is not a rank of c or c's endpoint does
 // not say (a communicator that New made over an endpoint of your own).
 func (c *Comm) TransportFor(peer int) string {
@@ -336,6 +350,13 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 		}
 		return routed(rank, size, route.Route{Name: "tcp", Endpoint: ep})
 	}
+	if kind == "ib" {
+		ep, err := r.connectIB(ctx, rank, size)
+		if err != nil {
+			return nil, err
+		}
+		return routed(rank, size, route.Route{Name: "ib", Endpoint: ep})
+	}
 	id, idErr := hostIdentity()
 	if testHostID != nil {
 		id, idErr = testHostID(r.jobRank), nil
@@ -349,6 +370,15 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 		id = "unshared " + strconv.Itoa(r.jobRank) + " " + rand.Text()
 	}
 	kv := store.WithPrefix(r.st.st, r.key(r.epoch()))
+	ibOffered := false
+	if kind != "shm" {
+		// Before hostGroup, whose end every rank's offer precedes.
+		offered, err := ibOffer(ctx, kv, r.jobRank, log)
+		if err != nil {
+			return nil, fmt.Errorf("offering InfiniBand: %w", err)
+		}
+		ibOffered = offered
+	}
 	room := func(n int) error {
 		err := shmRoom(n)
 		if err != nil {
@@ -370,8 +400,16 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 	case nonce == "":
 		local = []int{rank} // TCP to everyone
 	}
+	// Between hosts InfiniBand when every rank has it, else TCP.
+	useIB := false
+	if len(local) < size {
+		if useIB, err = ibAgreed(ctx, kv, ibOffered, size); err != nil {
+			return nil, fmt.Errorf("agreeing on InfiniBand: %w", err)
+		}
+		debugLog(log, slog.LevelInfo, "goccl between hosts", "ib", useIB, "ib_here", ibOffered)
+	}
 	// Routes in order of preference: a peer goes by the first that
-	// reaches it (another transport, InfiniBand say, would go before TCP).
+	// reaches it.
 	var routes []route.Route
 	if len(local) > 1 || len(local) == size {
 		shmEp, err := connectShm(ctx, shmConfig{
@@ -388,16 +426,21 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 		routes = append(routes, route.Route{Name: "shm", Endpoint: shmEp, Ranks: local})
 	}
 	if len(local) < size {
-		// Every pair: transport/tcp makes a full mesh, so the ranks of
-		// this host are linked over TCP too (those links stay idle).
-		tcpEp, err := r.connect(ctx, rank, size)
+		// Every pair: transport/tcp and transport/ib make a full mesh, so
+		// the ranks of this host are linked that way too (those links
+		// stay idle).
+		name, connect := "tcp", r.connect
+		if useIB {
+			name, connect = "ib", r.connectIB
+		}
+		ep, err := connect(ctx, rank, size)
 		if err != nil {
 			for _, rt := range routes {
 				rt.Endpoint.Close()
 			}
 			return nil, err
 		}
-		routes = append(routes, route.Route{Name: "tcp", Endpoint: tcpEp})
+		routes = append(routes, route.Route{Name: name, Endpoint: ep})
 	}
 	return routed(rank, size, routes...)
 }

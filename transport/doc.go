@@ -12,6 +12,12 @@
 // which tests compare with an algorithm's cost formula.
 //
 // Implementations live in sub-packages: transport/mem runs ranks as
-// goroutines in one process, transport/tcp connects processes over sockets.
-// The conformance suite in transport/transporttest is run by every one.
+// goroutines in one process, transport/tcp connects processes over
+// sockets, transport/shm processes of one host over shared memory, and
+// transport/ib processes over InfiniBand or RoCE verbs (build tag
+// ibverbs; a fake fabric in memory for tests). transport/route puts one of
+// them under each peer. goccl.Init chooses (GOCCL_TRANSPORT): under
+// "auto", shm within a host and, between hosts, ib when every rank of the
+// job has verbs built in and an active port, else tcp. The conformance
+// suite in transport/transporttest is run by every one.
 package transport

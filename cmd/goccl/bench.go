@@ -20,6 +20,7 @@ import (
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport/ib"
 )
 
 // benchConfig is what `goccl bench` measures; the flags follow nccl-tests.
@@ -43,6 +44,9 @@ type benchConfig struct {
 	cpuBind            bool
 	units              commslog.Units
 	device             string // host, hostsim or cuda (benchdev.go)
+	// join: this process is one rank of a job a launcher started (-join);
+	// nSet: -n was given, so the job's size must match it.
+	join, nSet bool
 }
 
 // benchOps maps -op names to the collective they run and the commslog op
@@ -122,7 +126,12 @@ scaled to the bytes each rank's link carries, comparable across rank
 counts). -check validates one more call, untimed, after the timed ones
 against a sequential reference (the #wrong column), so it does not change
 the figures. By default the ranks are processes of this binary over TCP
-loopback, one per CPU this process may use (at least 2).
+loopback, one per CPU this process may use (at least 2). With -join the
+process is instead one rank of a job a launcher started, which is how it
+runs across hosts:
+
+  goccl run -nnodes 2 -node-rank 0 -n 1 -master-addr A -master-port 29500 -- goccl bench -join -transport ib
+  goccl run -nnodes 2 -node-rank 1 -n 1 -master-addr A -master-port 29500 -- goccl bench -join -transport ib
 
 flags:
 `
@@ -166,7 +175,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	algoFlag := fs.String("algo", "", "algorithm family: "+algoNames(benchAlgorithms())+"; all: every one that implements -op, one after the other; empty: the cost model picks per size")
 	fs.IntVar(&cfg.ranks, "n", defaultRanks(), "number of ranks: by default one per CPU this process may use, at least 2")
 	fs.StringVar(&cfg.transport, "transport", "tcp", "transport: tcp (one process per rank over loopback), shm (one process per rank over shared memory), "+
+		"ib (one process per rank over InfiniBand/RoCE verbs: a goccl built with -tags ibverbs and an active port), "+
 		"auto (one process per rank, over what Init picks by default: shm on one host) or mem (ranks as goroutines in this process)")
+	fs.BoolVar(&cfg.join, "join", false, "be one rank of a job a launcher started (goccl run -nnodes, srun, mpirun, torchrun) instead of starting the ranks: "+
+		"every rank runs the same goccl bench -join command, over -transport, and -n is the job's size; rank 0 prints the table")
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed iterations per size")
 	fs.BoolVar(&cfg.check, "check", false, "after the timed calls, validate one more against a sequential reference (#wrong column); the figures do not change")
@@ -183,6 +195,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (goccl bench takes flags only)", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) { cfg.nSet = cfg.nSet || f.Name == "n" })
+	if cfg.join && cfg.transport == "mem" {
+		return nil, errors.New("-join runs one rank per process: -transport mem cannot span them")
 	}
 	var err error
 	if cfg.minBytes, err = parseSize(*minB); err != nil {
@@ -217,14 +233,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 			return nil, err
 		}
 	}
-	if cfg.root < 0 || cfg.root >= cfg.ranks {
-		return nil, fmt.Errorf("-root %d out of range [0,%d)", cfg.root, cfg.ranks)
+	if err := cfg.checkRanks(); err != nil && (!cfg.join || cfg.nSet) {
+		// With -join and no -n, the job's size is known after Init.
+		return nil, err
 	}
 	if cfg.op == "onebit" && cfg.dtype != reduceop.Float32 {
 		return nil, errors.New("-op onebit works on float32")
-	}
-	if cfg.op == "sendrecv" && cfg.ranks < 2 {
-		return nil, errors.New("-op sendrecv needs -n 2 or more")
 	}
 	valid := opAlgorithms(cfg.op)
 	switch *algoFlag {
@@ -254,8 +268,15 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	}
 	switch cfg.transport {
 	case "tcp", "shm", "auto", "mem":
+	case "ib":
+		// Here, before any rank starts: each would fail alike.
+		if err := ib.Probe(""); errors.Is(err, ib.ErrNotBuilt) {
+			return nil, errors.New("-transport ib: this goccl is built without InfiniBand verbs: build it with `go build -tags ibverbs ./cmd/goccl` (cgo, libibverbs-dev)")
+		} else if err != nil {
+			return nil, fmt.Errorf("-transport ib: no usable RDMA device here (GOCCL_IB_HCA=%q): %w", os.Getenv(ib.EnvHCA), err)
+		}
 	default:
-		return nil, fmt.Errorf("unknown -transport %q (tcp, shm, auto or mem)", cfg.transport)
+		return nil, fmt.Errorf("unknown -transport %q (tcp, shm, ib, auto or mem)", cfg.transport)
 	}
 	switch cfg.device {
 	case "host", "hostsim", "cuda":
@@ -268,6 +289,17 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 		return nil, fmt.Errorf("unknown -format %q (table, csv or json)", cfg.format)
 	}
 	return &cfg, nil
+}
+
+// checkRanks checks the flags that depend on the number of ranks.
+func (cfg *benchConfig) checkRanks() error {
+	if cfg.root < 0 || cfg.root >= cfg.ranks {
+		return fmt.Errorf("-root %d out of range [0,%d)", cfg.root, cfg.ranks)
+	}
+	if cfg.op == "sendrecv" && cfg.ranks < 2 {
+		return errors.New("-op sendrecv needs -n 2 or more")
+	}
+	return nil
 }
 
 // cpusAvailable is the number of CPUs this process may run on: its
@@ -347,7 +379,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "goccl bench:", err)
 		return 2
 	}
-	if os.Getenv(benchWorkerEnv) == "" {
+	if os.Getenv(benchWorkerEnv) == "" && !cfg.join {
 		if cpus := cpusAvailable(); cfg.ranks > cpus {
 			fmt.Fprintf(stderr, "goccl bench: %d ranks on %s: ranks take turns on the CPUs, so the figures are lower than with a CPU per rank\n", cfg.ranks, plural(cpus, "CPU"))
 		}
@@ -356,7 +388,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	switch {
 	case cfg.transport == "mem":
 		results, err = benchLocal(ctx, cfg, stderr)
-	case os.Getenv(benchWorkerEnv) == "":
+	case os.Getenv(benchWorkerEnv) == "" && !cfg.join:
 		// The parent of the rank processes: rank 0 prints the table.
 		err = benchProcesses(ctx, args, cfg, stdout, stderr)
 		if err != nil {

@@ -361,3 +361,43 @@ func TestBenchFlagErrorsListValidValues(t *testing.T) {
 	}
 	t.Errorf("no -op help in:\n%s", errb.String())
 }
+
+// TestBenchJoin: with -join, goccl bench is one rank of the job `goccl run`
+// started (as on several hosts): -n defaults to the job's size, rank 0
+// prints the rows, and an -n that differs from the job's size fails.
+func TestBenchJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes: skipped with -short")
+	}
+	t.Setenv(childEnv, "bench")
+	run := func(benchArgs string) (int, string, string) {
+		t.Setenv("GOCCL_TEST_BENCH_ARGS", benchArgs)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var out, errb syncBuffer
+		code := runCommand(ctx, append([]string{"-n", "3", "--"}, childArgs(t)...), &out, &errb, nil)
+		return code, out.String(), errb.String()
+	}
+	code, out, errb := run("-join -transport tcp -op allreduce -b 8 -e 1K -f 4 -w 0 -iters 2 -check -q -format csv")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+	rows := 0
+	for line := range strings.Lines(out) {
+		f := strings.Split(strings.TrimSpace(line), ",")
+		if len(f) < 13 || !strings.HasSuffix(f[0], "allreduce") {
+			continue
+		}
+		rows++
+		if !strings.HasPrefix(line, "[0] ") || f[1] != "3" || f[2] != "tcp" || f[12] != "0" {
+			t.Errorf("row %q: want rank 0's, 3 ranks over tcp, 0 wrong", line)
+		}
+	}
+	if rows != 4 { // 8, 32, 128, 512 bytes
+		t.Errorf("%d allreduce rows, want 4:\n%s", rows, out)
+	}
+	code, out, errb = run("-join -n 2 -transport tcp -b 8 -e 8 -w 0 -iters 1 -q")
+	if code == 0 || !strings.Contains(errb+out, "-n 2, but the job has 3 ranks") {
+		t.Errorf("-join -n 2 in a job of 3: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+}

@@ -61,13 +61,24 @@ func benchProcesses(ctx context.Context, args []string, cfg *benchConfig, stdout
 	return errors.Join(errs...)
 }
 
-// benchWorker is one rank of benchProcesses.
+// benchWorker is one rank of benchProcesses, or of a launcher's job with
+// -join.
 func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer) ([]result, bool, error) {
 	c, err := goccl.Init(ctx, goccl.WithMismatchCheck(cfg.mismatchCheck), goccl.WithTransport(cfg.transport))
 	if err != nil {
 		return nil, false, err
 	}
 	defer c.Close()
+	if cfg.join {
+		// The launcher decided the job's size.
+		if cfg.nSet && cfg.ranks != c.Size() {
+			return nil, false, fmt.Errorf("-n %d, but the job has %d ranks", cfg.ranks, c.Size())
+		}
+		cfg.ranks = c.Size()
+		if err := cfg.checkRanks(); err != nil {
+			return nil, false, err
+		}
+	}
 	var progress io.Writer
 	if c.Rank() == 0 && !cfg.quiet {
 		progress = stderr

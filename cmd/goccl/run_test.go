@@ -58,6 +58,7 @@ func TestRunHelperProcess(t *testing.T) {
 //	        close do
 //	pingpong  as watch, but the others send a byte and wait for its echo
 //	        in a loop, as ranks running collectives with the victim do
+//	bench   goccl bench with the arguments in GOCCL_TEST_BENCH_ARGS
 func child(mode string) int {
 	rank := os.Getenv("RANK")
 	dir := os.Getenv("GOCCL_TEST_DIR")
@@ -65,6 +66,8 @@ func child(mode string) int {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	switch mode {
+	case "bench":
+		return benchMain(context.Background(), strings.Fields(os.Getenv("GOCCL_TEST_BENCH_ARGS")), os.Stdout, os.Stderr)
 	case "cpus":
 		fmt.Printf("cpus %v\n", allowedCPUs())
 		return 0

@@ -38,9 +38,11 @@
 // when either port has no LID, as on RoCE; min RNR timer 12, one
 // outstanding RDMA READ) and RTS (Config.Timeout, default 14, about 67 ms;
 // Config.RetryCount, default 7; Config.RNRRetry, default 7), and the ranks
-// wait until every peer is at RTS before any message moves. Probe says
-// whether a device can be opened here at all, for a launcher that picks
-// the transport by itself.
+// wait until every peer is at RTS before any message moves. Probe (and
+// Config.Probe, for any provider) says whether a device can be opened
+// here at all: goccl.Init calls it to refuse GOCCL_TRANSPORT=ib early and
+// to decide whether `auto` takes ib between hosts (README.md, "Selection
+// in goccl.Init").
 //
 // # Messages
 //

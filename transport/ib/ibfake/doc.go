@@ -20,7 +20,8 @@
 // breach visible.
 //
 // Faults: QP.FailNext injects an error completion, QP.Break moves a queue
-// pair to the error state, Device.Crash makes a device vanish (its peers'
+// pair to the error state, Device.Break moves all of a device's queue
+// pairs there at once, Device.Crash makes a device vanish (its peers'
 // next requests complete with StatusRetryExceeded), and
 // Fabric.SetCQDelay makes completions visible only after a delay (a slow
 // completion queue).

@@ -296,6 +296,19 @@ func (d *Device) Crash() {
 	}
 }
 
+// Break moves every live queue pair of d to the error state at once, as a
+// fatal error of the adapter would (see QP.Break): no queue pair of d can
+// carry another request while the others are being broken.
+func (d *Device) Break() {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	for _, q := range d.qps {
+		if !q.gone {
+			q.toError()
+		}
+	}
+}
+
 // QPTo returns the queue pair of d connected to the device named peer, or
 // nil.
 func (d *Device) QPTo(peer string) *QP {

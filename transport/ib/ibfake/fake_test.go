@@ -144,6 +144,19 @@ func TestBreakAndCrash(t *testing.T) {
 		t.Fatalf("write towards a broken queue pair: %+v", wc)
 	}
 
+	// A device's Break fails its queue pairs as QP.Break does.
+	e, g := pair(t, ibfake.New())
+	mg, _ := g.dev.RegMR(buf, ib.AccessLocalWrite)
+	g.qp.PostRecv(&ib.RecvWR{ID: 9, Addr: ib.AddrOf(buf), Len: 8, LKey: mg.LKey()})
+	g.dev.(*ibfake.Device).Break()
+	if wc := poll(t, g.cq); wc.ID != 9 || wc.Status != ib.StatusFlushed {
+		t.Fatalf("posted receive after the device's Break: %+v", wc)
+	}
+	e.qp.PostSend(&ib.SendWR{ID: 10, Op: ib.OpWrite, Signaled: true})
+	if wc := poll(t, e.cq); wc.Status != ib.StatusRetryExceeded {
+		t.Fatalf("write towards a broken device: %+v", wc)
+	}
+
 	c, d := pair(t, ibfake.New())
 	c.qp.PostSend(&ib.SendWR{ID: 7, Op: ib.OpWrite, Signaled: true})
 	if wc := poll(t, c.cq); wc.Status != ib.StatusSuccess {
