@@ -40,6 +40,7 @@ type DeviceState struct {
 	n, padded, world int
 	rank             int  // the rank whose errors it holds, -1 for none
 	zeroed           bool // the error buffers hold errors (else they are zeroed first)
+	last             bool // the buffers below hold the last step's scales and signs
 
 	dev device.Device
 	k   DeviceKernel
@@ -175,8 +176,36 @@ func (s *DeviceState) WorkerError() device.Buffer { return s.workerErr }
 func (s *DeviceState) ServerError() device.Buffer { return s.serverErr }
 
 // Reset makes the next call start from zero errors, as State.Reset: the
-// state then holds no rank's errors.
-func (s *DeviceState) Reset() { s.rank, s.zeroed = -1, false }
+// state then holds no rank's errors and no last step.
+func (s *DeviceState) Reset() { s.rank, s.zeroed, s.last = -1, false, false }
+
+// The methods below give the last step's scales and signs, as State's
+// methods of the same names do, as device buffers of the state (read
+// them, with the stream's copies, before the next call): nil when there is
+// no last step (before the first call, after Reset or a failed call).
+
+// WorkerScales returns the worker scales of every rank in the last step
+// (WorldSize float32 elements): element j is rank j's.
+func (s *DeviceState) WorkerScales() device.Buffer { return s.ifLast(s.scales) }
+
+// ServerScales returns the server scales of the last step (WorldSize
+// float32 elements): element j is the scale of chunk j, which rank j owns.
+func (s *DeviceState) ServerScales() device.Buffer { return s.ifLast(s.sscales) }
+
+// WorkerSigns returns the packed signs this rank compressed its input to
+// in the last step (PaddedLen/8 uint8 elements).
+func (s *DeviceState) WorkerSigns() device.Buffer { return s.ifLast(s.sendBits) }
+
+// ServerSigns returns the packed server signs of every chunk in the last
+// step (PaddedLen/8 uint8 elements): chunk j is rank j's.
+func (s *DeviceState) ServerSigns() device.Buffer { return s.ifLast(s.gathered) }
+
+func (s *DeviceState) ifLast(b device.Buffer) device.Buffer {
+	if !s.last {
+		return nil
+	}
+	return b
+}
 
 // Restored tells s that its error buffers hold errors written by the
 // caller (a checkpoint copied into WorkerError and ServerError), so the
@@ -206,9 +235,9 @@ func CompressedAllReduceOn(ctx context.Context, c Comm, s device.Stream, buf dev
 		return err
 	}
 	rank, p := c.Rank(), st.world
-	st.rank = rank
+	st.rank, st.last = rank, false
 	if st.padded == 0 {
-		return nil
+		return nil // nothing to compress: no scales, no last step
 	}
 	step := func(what string, err error) error {
 		if err != nil {
@@ -289,6 +318,7 @@ func CompressedAllReduceOn(ctx context.Context, c Comm, s device.Stream, buf dev
 			return step("decompression", err)
 		}
 	}
+	st.last = true
 	return nil
 }
 

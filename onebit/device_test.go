@@ -84,11 +84,36 @@ func compareWithHost(ctx context.Context, c *goccl.Comm, n, steps int) error {
 		if err := onebit.CompressedAllReduceOn(ctx, c, s, buf, dst); err != nil {
 			return err
 		}
+		if n > 0 {
+			for _, cmp := range []struct {
+				what string
+				b    device.Buffer
+				want []uint8
+			}{{"worker signs", dst.WorkerSigns(), st.WorkerSigns()}, {"server signs", dst.ServerSigns(), st.ServerSigns()}} {
+				got := make([]byte, cmp.b.Len())
+				if err := s.CopyToHost(h[:len(got)], cmp.b, 0); err != nil {
+					return err
+				}
+				if err := s.Synchronize(ctx); err != nil {
+					return err
+				}
+				copy(got, h)
+				if string(got) != string(cmp.want) {
+					return fmt.Errorf("rank %d step %d: %s differ from the host's", rank, step, cmp.what)
+				}
+			}
+		} else if dst.WorkerSigns() != nil || dst.ServerScales() != nil {
+			return fmt.Errorf("rank %d: a zero-length call has a last step on the device", rank)
+		}
 		for _, cmp := range []struct {
 			what string
 			b    device.Buffer
 			want []float32
-		}{{"output", buf, x}, {"worker error", dst.WorkerError(), st.WorkerError()}, {"server error", dst.ServerError(), st.ServerError()}} {
+		}{{"output", buf, x}, {"worker error", dst.WorkerError(), st.WorkerError()}, {"server error", dst.ServerError(), st.ServerError()},
+			{"worker scales", dst.WorkerScales(), st.WorkerScales()}, {"server scales", dst.ServerScales(), st.ServerScales()}} {
+			if cmp.b == nil {
+				continue // n == 0: no last step, checked above
+			}
 			got, err := readF32(ctx, s, cmp.b, h)
 			if err != nil {
 				return err
