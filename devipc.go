@@ -140,12 +140,12 @@ func (l *lane) ipcRecv(c chunk) error {
 			l.peer, n, c.n, transport.ErrProtocol)
 	}
 	if hdr[0] == ipcHandle {
-		src, err := p.d.importIPC(hdr[4 : 4+hl])
+		src, done, err := p.d.importIPC(hdr[4 : 4+hl])
 		if err == nil {
 			s := p.ss.recv
 			err = p.d.run(ctx, s, func() error { return s.Copy(c.buf, c.off, src, int(off), c.n) })
-			if e := src.Free(); err == nil {
-				err = e
+			if err == nil {
+				done() // after a failure the copy may still run: the entry stays in use
 			}
 			if err != nil {
 				return fmt.Errorf("device to device copy from rank %d: %w", l.peer, err)
@@ -260,15 +260,95 @@ func (d *devCtx) refusedBy(p *devPeers, peer int) {
 	d.note(p, peer, "goccl device ipc refused by the peer, staging through host memory", "dir", "to")
 }
 
-func (d *devCtx) importIPC(h []byte) (device.Buffer, error) {
+// ipcCacheMax bounds the handles kept open (mapped) per device.
+const ipcCacheMax = 64
+
+// ipcEntry is an imported handle, kept open for the next message from the
+// same buffer: mapping a handle costs far more than a small copy on CUDA.
+// A handle names one allocation for its life (CUDA gives reused addresses
+// new handles), so a cached mapping never shows other memory than the
+// handle's.
+type ipcEntry struct {
+	buf  device.Buffer
+	refs int    // copies using it now; evicted only at 0
+	used uint64 // d.ipcTick at the last use
+}
+
+// importIPC returns the memory a peer's handle names and the function to
+// call when the copy from it is done.
+func (d *devCtx) importIPC(h []byte) (device.Buffer, func(), error) {
 	ipc, ok := d.dev.(device.IPC)
 	if !ok {
-		return nil, fmt.Errorf("device %s has no IPC", d.dev)
+		return nil, nil, fmt.Errorf("device %s has no IPC", d.dev)
 	}
 	if d.noIPC {
-		return nil, fmt.Errorf("device IPC turned off (%s)", EnvDeviceIPC)
+		return nil, nil, fmt.Errorf("device IPC turned off (%s)", EnvDeviceIPC)
 	}
-	return ipc.IPCImport(h)
+	key := string(h)
+	if e := d.cached(key); e != nil {
+		return e.buf, d.done(e), nil
+	}
+	b, err := ipc.IPCImport(h)
+	if err != nil {
+		if e := d.cached(key); e != nil {
+			return e.buf, d.done(e), nil // opened meanwhile by another call
+		}
+		return nil, nil, err
+	}
+	d.mu.Lock()
+	if d.ipcOpen == nil {
+		d.ipcOpen = map[string]*ipcEntry{}
+	}
+	if e := d.ipcOpen[key]; e != nil { // opened meanwhile: keep that one
+		e.refs++
+		d.mu.Unlock()
+		b.Free()
+		return e.buf, d.done(e), nil
+	}
+	d.ipcTick++
+	e := &ipcEntry{buf: b, refs: 1, used: d.ipcTick}
+	d.ipcOpen[key] = e
+	var evicted []device.Buffer
+	for len(d.ipcOpen) > ipcCacheMax {
+		var oldKey string
+		var old *ipcEntry
+		for k, x := range d.ipcOpen {
+			if x.refs == 0 && (old == nil || x.used < old.used) {
+				oldKey, old = k, x
+			}
+		}
+		if old == nil {
+			break // every entry in use: over the bound until they are done
+		}
+		delete(d.ipcOpen, oldKey)
+		evicted = append(evicted, old.buf)
+	}
+	d.mu.Unlock()
+	for _, x := range evicted {
+		x.Free()
+	}
+	return e.buf, d.done(e), nil
+}
+
+// cached returns the open entry for key, counted as in use, or nil.
+func (d *devCtx) cached(key string) *ipcEntry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.ipcOpen[key]
+	if e != nil {
+		e.refs++
+		d.ipcTick++
+		e.used = d.ipcTick
+	}
+	return e
+}
+
+func (d *devCtx) done(e *ipcEntry) func() {
+	return func() {
+		d.mu.Lock()
+		e.refs--
+		d.mu.Unlock()
+	}
 }
 
 // note logs msg about peer once per communicator, peer and message (at

@@ -71,8 +71,10 @@ type devCtx struct {
 	bounce  map[int][]device.Host          // free pinned staging by size class (staged collectives)
 	allBnc  []device.Host                  // every staging buffer, for Close
 
-	ipcRefused map[int]bool    // job ranks that refused this rank's IPC handles (devipc.go)
-	notes      map[ipcNote]int // IPC events per peer, logged once (devipc.go)
+	ipcRefused map[int]bool         // job ranks that refused this rank's IPC handles (devipc.go)
+	notes      map[ipcNote]int      // IPC events per peer, logged once (devipc.go)
+	ipcOpen    map[string]*ipcEntry // peers' handles kept open (devipc.go)
+	ipcTick    uint64
 }
 
 // streamSet is the streams one call runs on: device to host copies for
@@ -148,7 +150,10 @@ func (d *devCtx) close() {
 			release(w)
 		}
 	}
-	d.all, d.allBnc, d.allScr, d.events, d.slots, d.wins = nil, nil, nil, nil, nil, nil
+	for _, e := range d.ipcOpen {
+		e.buf.Free()
+	}
+	d.all, d.allBnc, d.allScr, d.events, d.slots, d.wins, d.ipcOpen = nil, nil, nil, nil, nil, nil, nil
 }
 
 // streams returns a free stream set.

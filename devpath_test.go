@@ -362,9 +362,25 @@ func deviceCollectiveMatchesHost(t *testing.T, dc deviceCollective, a algo.Algor
 // latency, so that what is measured is the lanes, slots, events and
 // stream goroutines (the copies are host memcpys). Compare with
 // BenchmarkAllReduceMem at the same sizes.
+// BenchmarkDeviceAllReduceHostsim: two goroutine ranks, each with a
+// hostsim device, ring allreduce of float32 sum on device buffers, through
+// IPC (device to device, the default between ranks of one process) and
+// staged (hostsim.NoIPC: device -> pinned -> wire -> pinned -> device).
+// Compare with BenchmarkAllReduceMem on host slices for what the data
+// path costs above the algorithm.
 func BenchmarkDeviceAllReduceHostsim(b *testing.B) {
-	for _, size := range []int{8, 64 << 10, 4 << 20, 64 << 20} {
-		b.Run(fmt.Sprintf("n=2/ring/%dB", size), func(b *testing.B) {
+	for _, path := range []string{"ipc", "staged"} {
+		for _, size := range []int{8, 64 << 10, 4 << 20, 64 << 20} {
+			b.Run(fmt.Sprintf("n=2/ring/%s/%dB", path, size), func(b *testing.B) {
+				benchDeviceAllReduce(b, size, path == "staged")
+			})
+		}
+	}
+}
+
+func benchDeviceAllReduce(b *testing.B, size int, staged bool) {
+	{
+		{
 			comms, err := goccl.NewLocal(2, goccl.WithAlgorithm(algo.Ring))
 			if err != nil {
 				b.Fatal(err)
@@ -379,7 +395,11 @@ func BenchmarkDeviceAllReduceHostsim(b *testing.B) {
 			var wg sync.WaitGroup
 			ready := make(chan struct{})
 			for _, c := range comms {
-				d := hostsim.New()
+				var opts []hostsim.Option
+				if staged {
+					opts = append(opts, hostsim.NoIPC)
+				}
+				d := hostsim.New(opts...)
 				defer d.Close()
 				buf, err := d.Alloc(reduceop.Float32, size/4)
 				if err != nil {
@@ -404,6 +424,6 @@ func BenchmarkDeviceAllReduceHostsim(b *testing.B) {
 			b.ResetTimer()
 			close(ready)
 			wg.Wait()
-		})
+		}
 	}
 }
