@@ -218,6 +218,12 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 		cfg: cfg, m: transport.NewMatcher(cfg.Size), peers: make([]*peer, cfg.Size),
 		done: make(chan struct{}), wakeR: -1, wakeW: -1, maxMsg: uint64(cfg.MaxMessage),
 	}
+	if cfg.Spin > 0 {
+		// A receive is completed by the peer's drainer goroutine: waiting
+		// for it polls as the drainer does, so that a message that comes
+		// within the spin costs no wake-up and no channel.
+		e.m.SetSpin(transport.NewSpinner(cfg.Spin))
+	}
 	ok := false
 	var created []string
 	defer func() {
