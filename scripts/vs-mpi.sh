@@ -13,9 +13,13 @@
 # libopenmpi-dev).
 #
 #   scripts/vs-mpi.sh [rounds]     (default 3)
+#
+# MPIRUN_FLAGS adds mpirun flags: --oversubscribe where the machine has
+# fewer than 2 slots (Open MPI then yields when idle instead of polling).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
+MPIRUN_FLAGS=${MPIRUN_FLAGS:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -66,7 +70,7 @@ mpicc -O2 -o "$tmp/allreduce" "$tmp/allreduce.c" || { echo "vs-mpi: mpicc failed
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi() { # btl bytes iters warmup
-	mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core --mca pml ob1 --mca btl "self,$1" \
+	mpirun --allow-run-as-root $MPIRUN_FLAGS -np 2 --bind-to core --mca pml ob1 --mca btl "self,$1" \
 		--mca btl_tcp_if_include lo "$tmp/allreduce" "$2" "$3" "$4" 2>/dev/null | tail -1
 }
 gbench() { # transport bytes iters warmup: time_us of the CSV row
