@@ -53,7 +53,9 @@ type Config struct {
 	// pair of ranks has one ring of 4 KiB + Slots*SlotSize bytes.
 	SlotSize, Slots int
 	// Spin is how long a waiting goroutine polls the ring before it parks
-	// on a futex (DefaultSpin); a negative value never spins.
+	// on a futex, and how long a wait on a receive polls for its
+	// completion before it parks (DefaultSpin); a negative value never
+	// spins.
 	Spin time.Duration
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
