@@ -443,12 +443,27 @@ func (r *request) Wait(ctx context.Context) error {
 	if err := r.r.Wait(ctx); err != nil {
 		return r.wrap(err)
 	}
+	r.release()
 	if r.scratch != nil {
 		scratch.Put(r.scratch)
 		r.scratch = nil
 	}
 	return nil
 }
+
+// release hands the transport back its requests once they succeeded, so
+// that it reuses them (transport.Release); a later Wait finds them done.
+func (r *request) release() {
+	if r.first != nil {
+		transport.Release(r.first)
+		r.first = nil
+	}
+	transport.Release(r.r)
+	r.r = releasedReq
+}
+
+// releasedReq stands for a request that succeeded and was released.
+var releasedReq = transport.Completed(nil)
 
 func (r *request) wrap(err error) error {
 	c := r.p.c

@@ -172,6 +172,7 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 	} else {
 		copy(r.dst, r.msg[fpLen:])
 	}
+	r.release()
 	scratch.Put(r.msg)
 	r.msg = nil
 	return nil

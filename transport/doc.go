@@ -8,7 +8,11 @@
 // (Deliver, DeliverOwned, DeliverRef for rendezvous, or DeliverFrom, which
 // reads a payload from a socket straight into a posted buffer) and
 // Endpoint.Irecv is Matcher.Post. Req is the Request implementation they
-// share. Counting wraps any Endpoint to count messages and bytes per peer,
+// share; it makes its done channel only when someone parks on it. A
+// receive posted through a Matcher is recycled once its owner calls
+// Release (the optional Releaser interface), so a steady stream of small
+// messages allocates nothing; Spinner is the spin-then-park policy a
+// transport may give the Matcher for waits on receives. Counting wraps any Endpoint to count messages and bytes per peer,
 // which tests compare with an algorithm's cost formula.
 //
 // Implementations live in sub-packages: transport/mem runs ranks as

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,14 @@ import (
 type Matcher struct {
 	peers []peerState
 	hooks atomic.Pointer[strayHooks] // set by SetStray, possibly after traffic began
+	spin  atomic.Pointer[Spinner]    // set by SetSpin
 }
+
+// SetSpin makes waits on posted receives poll with s before they park
+// (nil: park at once, the default). A transport whose messages are
+// delivered by a goroutine that is likely running (transport/mem) sets
+// it, so that a short wait costs no goroutine wake-up.
+func (m *Matcher) SetSpin(s *Spinner) { m.spin.Store(s) }
 
 type strayHooks struct {
 	finished func(Tag) bool
@@ -81,9 +89,10 @@ func (h *strayHooks) stray(from int, tag Tag, msg message) {
 type peerState struct {
 	mu     sync.Mutex
 	tags   map[Tag]*tagQueue
-	free   []*tagQueue // recycled empty queues
-	failed error       // set by FailPeer: no more messages will come
-	closed error       // set by Abort: nothing is delivered any more
+	free   []*tagQueue   // recycled empty queues
+	recvs  []*PostedRecv // released receives, for reuse
+	failed error         // set by FailPeer: no more messages will come
+	closed error         // set by Abort: nothing is delivered any more
 }
 
 type tagQueue struct {
@@ -105,11 +114,47 @@ type message struct {
 
 // PostedRecv is a receive waiting in a Matcher. A transport that takes one
 // out with Claim fills Buf and calls Complete.
+//
+// A PostedRecv is recycled once its owner calls Release: see
+// Releaser. Only a request that completed is reused, so a transport that
+// claimed one must not touch it after Complete.
 type PostedRecv struct {
 	Req
 	buf  []byte
 	peer int
+	m    *Matcher
 }
+
+var _ Releaser = (*PostedRecv)(nil)
+
+// Wait implements Request. With a spin policy set (SetSpin) it polls for
+// the completion for a while before it parks.
+func (r *PostedRecv) Wait(ctx context.Context) error {
+	if s := r.m.spin.Load(); s != nil && !r.done() {
+		s.Wait(r.done)
+	}
+	return r.Req.Wait(ctx)
+}
+
+// Release implements Releaser: a completed receive goes back to its
+// matcher for a later Post; a pending one is left alone.
+func (r *PostedRecv) Release() {
+	if !r.done() {
+		return
+	}
+	p := &r.m.peers[r.peer]
+	r.buf, r.err = nil, nil
+	r.claimed.Store(false)
+	r.wake.Store(nil)
+	p.mu.Lock()
+	if len(p.recvs) < maxFreeRecvs {
+		p.recvs = append(p.recvs, r)
+	}
+	p.mu.Unlock()
+}
+
+// maxFreeRecvs bounds the released receives a peer keeps for reuse.
+const maxFreeRecvs = 64
 
 // Buf is the receiver's buffer: the message must be exactly len(Buf()) bytes.
 func (r *PostedRecv) Buf() []byte { return r.buf }
@@ -202,7 +247,15 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 		p.mu.Unlock()
 		return Completed(err)
 	}
-	r := &PostedRecv{Req: Req{done: make(chan struct{})}, buf: buf, peer: from}
+	var r *PostedRecv
+	if n := len(p.recvs); n > 0 {
+		r = p.recvs[n-1]
+		p.recvs[n-1] = nil
+		p.recvs = p.recvs[:n-1]
+		r.buf = buf
+	} else {
+		r = &PostedRecv{buf: buf, peer: from, m: m}
+	}
 	p.queue(tag).posted.push(r)
 	p.mu.Unlock()
 	return r

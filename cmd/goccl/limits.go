@@ -22,8 +22,11 @@ const limitsUsage = `usage: goccl limits [flags]
 
 Measures the limits of this machine that goccl's figures compare with:
 memory copy and float32 add bandwidth, single-stream TCP loopback
-throughput one way and both ways at once, and the 1-byte loopback round
-trip. Each figure is the median of -runs runs.
+throughput one way and both ways at once, the 1-byte loopback round
+trip, and on Linux the shared-memory figures between two processes: the
+one-way bandwidth of a message copied in and out of a mapped segment
+(transport/shm's ring path) and the round trip of one cache line between
+them. Each figure is the median of -runs runs.
 
 flags:
 `
@@ -33,8 +36,9 @@ flags:
 // float32 add bandwidth, single-stream TCP loopback throughput one way and
 // both ways at once, and the 1-byte TCP loopback round trip, the loopback
 // figures in one process and (with 2 CPUs or more) between two processes
-// bound to CPUs of their own, the way goccl run starts ranks. Each figure is
-// the median of several runs.
+// bound to CPUs of their own, the way goccl run starts ranks, and (on Linux,
+// with 2 CPUs or more) the shared-memory copy bandwidth and cache-line round
+// trip between two such processes. Each figure is the median of several runs.
 func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("limits", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -46,6 +50,8 @@ func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	runs := fs.Int("runs", 7, "runs per figure (the median is reported)")
 	serve := fs.Bool("loopback-serve", false, "internal: answer the loopback tests (the passive process)")
 	measure := fs.String("loopback-measure", "", "internal: run the loopback tests against this address")
+	shmServe := fs.Bool("shm-serve", false, "internal: answer the shared-memory tests (segment at fd 3)")
+	shmMeasure := fs.Bool("shm-measure", false, "internal: run the shared-memory tests (segment at fd 3)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -67,8 +73,10 @@ func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = loopbackServer(ctx, int(n), stdout)
 	case *measure != "":
 		err = loopbackClient(ctx, *measure, int(n), *runs, stdout)
+	case *shmServe || *shmMeasure:
+		err = shmChild(ctx, *shmMeasure, int(n), *runs, stdout)
 	}
-	if *serve || *measure != "" {
+	if *serve || *measure != "" || *shmServe || *shmMeasure {
 		if err != nil {
 			fmt.Fprintln(stderr, "goccl limits:", err)
 			return 1
@@ -86,6 +94,9 @@ func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	return 0
 }
+
+// errShmLimits: this system has no shared-memory figures.
+var errShmLimits = errors.New("shared-memory limits are measured on Linux only")
 
 type limit struct {
 	name  string
@@ -140,6 +151,11 @@ func measureLimits(ctx context.Context, n, runs int) ([]limit, error) {
 			return nil, err
 		}
 		rows = append(rows, lb.rows(", 2 procs")...)
+		if sf, err := shmProcesses(ctx, n, runs); err == nil {
+			rows = append(rows, sf.rows()...)
+		} else if !errors.Is(err, errShmLimits) {
+			return nil, err
+		}
 	}
 	return rows, nil
 }

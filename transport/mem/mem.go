@@ -14,8 +14,12 @@ import (
 // Config.EagerLimit is zero.
 const DefaultEagerLimit = 64 << 10
 
+// DefaultSpin is how long a wait on a receive polls before it parks when
+// Config.Spin is zero.
+const DefaultSpin = 20 * time.Microsecond
+
 // Config tunes an in-process mesh. The zero value is a fault-free mesh with
-// the default eager limit.
+// the default eager limit and spin.
 type Config struct {
 	// EagerLimit is the largest message that is copied into the receiver's
 	// unexpected queue so that its send completes at once. Larger messages
@@ -24,6 +28,12 @@ type Config struct {
 	// message by rendezvous (a useful setting to shake out algorithms that
 	// wait on a send before posting the matching receive).
 	EagerLimit int
+	// Spin is how long a goroutine waiting on a receive polls for it,
+	// yielding the processor between polls, before it parks on a channel
+	// (see transport.Spinner: spinning pauses by itself while it does not
+	// pay, e.g. with more busy goroutines than processors). Zero means
+	// DefaultSpin; a negative value parks at once.
+	Spin time.Duration
 	// Faults is the fault plan: each fault fires once, deterministically.
 	Faults []Fault
 	// Seed seeds the choices faults make (which byte Corrupt flips).
@@ -94,9 +104,15 @@ func NewWithConfig(size int, cfg Config) []transport.Endpoint {
 		l := &m.links[f.From*size+f.To]
 		l.faults = append(l.faults, f)
 	}
+	if cfg.Spin == 0 {
+		cfg.Spin = DefaultSpin
+	}
 	out := make([]transport.Endpoint, size)
 	for i := range size {
 		m.eps[i] = &endpoint{mesh: m, rank: i, m: transport.NewMatcher(size)}
+		if cfg.Spin > 0 {
+			m.eps[i].m.SetSpin(transport.NewSpinner(cfg.Spin))
+		}
 		out[i] = m.eps[i]
 	}
 	return out

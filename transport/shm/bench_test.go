@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/shm"
 )
 
@@ -28,14 +29,17 @@ func benchSendRecv(b *testing.B, n int, posted bool, cfg shm.Config) {
 			if err := r.Wait(ctx); err != nil {
 				b.Fatal(err)
 			}
+			transport.Release(r)
 			continue
 		}
 		if err := eps[0].Isend(1, 1, src).Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if err := eps[1].Irecv(0, 1, dst).Wait(ctx); err != nil {
+		r := eps[1].Irecv(0, 1, dst)
+		if err := r.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
+		transport.Release(r)
 	}
 }
 

@@ -53,7 +53,9 @@ type Config struct {
 	// pair of ranks has one ring of 4 KiB + Slots*SlotSize bytes.
 	SlotSize, Slots int
 	// Spin is how long a waiting goroutine polls the ring before it parks
-	// on a futex (DefaultSpin); a negative value never spins.
+	// on a futex, and how long a wait on a receive polls for its
+	// completion before it parks (DefaultSpin); a negative value never
+	// spins.
 	Spin time.Duration
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
@@ -217,6 +219,12 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 	e := &Endpoint{
 		cfg: cfg, m: transport.NewMatcher(cfg.Size), peers: make([]*peer, cfg.Size),
 		done: make(chan struct{}), wakeR: -1, wakeW: -1, maxMsg: uint64(cfg.MaxMessage),
+	}
+	if cfg.Spin > 0 {
+		// A receive is completed by the peer's drainer goroutine: waiting
+		// for it polls as the drainer does, so that a message that comes
+		// within the spin costs no wake-up and no channel.
+		e.m.SetSpin(transport.NewSpinner(cfg.Spin))
 	}
 	ok := false
 	var created []string

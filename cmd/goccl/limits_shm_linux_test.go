@@ -1,0 +1,37 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The two roles of the shared-memory figures, as goroutines over one
+// mapping: the measurer checks the bytes it copied out of the ring
+// (a message of a slot and a half, so the ring wraps and the last slot is
+// partial) and prints positive figures.
+func TestLimitsSharedMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, mem, err := newShmSegment()
+	if err != nil {
+		t.Skip("no memfd here:", err)
+	}
+	defer f.Close()
+	const n = shmSlot*shmSlots*2 + shmSlot/2
+	answered := make(chan error, 1)
+	go func() { answered <- shmAnswer(ctx, mem, n) }()
+	fig, err := shmMeasure(ctx, mem, n, 2, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("answering side: %v", err)
+	}
+	if fig.copy <= 0 || fig.rtt <= 0 {
+		t.Fatalf("figures %+v", fig)
+	}
+	t.Logf("copy %.2f GB/s, round trip %.3f us", fig.copy/1e9, fig.rtt*1e6)
+}
