@@ -16,10 +16,16 @@ import (
 )
 
 // TestAllReduceQPError runs goccl's AllReduce of 1 MiB (rendezvous
-// messages) over the fake fabric on 3 ranks and, mid-stream, moves rank
-// 1's queue pair to rank 2 into the error state. Ranks 1 and 2 must fail
-// with an error that names the other and wraps ErrPeerClosed; until then
-// the sums are right.
+// messages) over the fake fabric on 3 ranks and, mid-stream, moves every
+// queue pair of rank 1's adapter into the error state at once, as a fatal
+// adapter error does. Ranks 0 and 2 must fail with an error that names
+// rank 1 and wraps ErrPeerClosed; rank 1, cut off from both, names one of
+// them. Until then the sums are right.
+//
+// Breaking a single queue pair (1 to 2) leaves two live ranks that each
+// blame the other, and which verdict rank 1 hears first (its own flushed
+// receives, or rank 2's blame relayed by rank 0 over a healthy link) is a
+// race: the test named rank 2 from rank 1 only most of the time.
 func TestAllReduceQPError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -61,20 +67,18 @@ func TestAllReduceQPError(t *testing.T) {
 	for rounds.Load() < 3 && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	f.Device(devName(1)).QPTo(devName(2)).Break()
+	f.Device(devName(1)).Break()
 	wg.Wait()
-	// Rank 1 sees its posted receives flush the moment its queue pair
-	// breaks, ahead of anything that arrives later, so it names rank 2.
-	// The others fail too: rank 2 when its next request towards rank 1
-	// fails, or when an abort that blames it reaches it first.
 	var ge *goccl.Error
-	if err := errs[1]; !errors.As(err, &ge) || ge.Peer != 2 || !errors.Is(err, transport.ErrPeerClosed) {
-		t.Errorf("rank 1: %v, want a goccl.Error naming peer 2 and wrapping ErrPeerClosed", err)
-	}
 	for _, r := range []int{0, 2} {
-		if errs[r] == nil || !errors.As(errs[r], &ge) {
-			t.Errorf("rank %d: %v, want a goccl.Error", r, errs[r])
+		if err := errs[r]; !errors.As(err, &ge) || ge.Peer != 1 || !errors.Is(err, transport.ErrPeerClosed) {
+			t.Errorf("rank %d: %v, want a goccl.Error naming peer 1 and wrapping ErrPeerClosed", r, err)
 		}
-		t.Logf("rank %d: %v", r, errs[r])
+	}
+	if err := errs[1]; !errors.As(err, &ge) || (ge.Peer != 0 && ge.Peer != 2) || !errors.Is(err, transport.ErrPeerClosed) {
+		t.Errorf("rank 1: %v, want a goccl.Error naming peer 0 or 2 and wrapping ErrPeerClosed", err)
+	}
+	for r, err := range errs {
+		t.Logf("rank %d: %v", r, err)
 	}
 }
