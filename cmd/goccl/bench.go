@@ -558,6 +558,16 @@ func (p *progress) finish() {
 	}
 }
 
+// benchTrace, set by tests, hears what each rank does around its timed
+// loop: "timed start", "call", "refill", "check", "timed end".
+var benchTrace func(rank int, ev string)
+
+func trace(rank int, ev string) {
+	if benchTrace != nil {
+		benchTrace(rank, ev)
+	}
+}
+
 func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDevice, a algo.Algorithm, size int64) (result, error) {
 	n := c.Size()
 	esz := int64(cfg.dtype.Size())
@@ -583,6 +593,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 	// reset or validate inside it, so the figures are the same with and
 	// without -check (TestBenchCheckDoesNotChangeTiming).
 	sent0 := c.Traffic().Total().SentBytes
+	trace(b.rank, "timed start")
 	start := time.Now()
 	for i := 0; i < cfg.iters; i++ {
 		if err := b.run(ctx, c); err != nil {
@@ -590,6 +601,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 		}
 	}
 	elapsed := time.Since(start)
+	trace(b.rank, "timed end")
 	sent := float64(c.Traffic().Total().SentBytes-sent0) / float64(cfg.iters)
 	// -check validates one more call, untimed, as nccl-tests does: the
 	// inputs are refilled first (the in-place collectives left the sums of
