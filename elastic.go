@@ -64,6 +64,8 @@ type rendezvous struct {
 	// handshake bounds a connection's authentication (0: the transport's
 	// default, which reads GOCCL_HANDSHAKE_TIMEOUT).
 	handshake time.Duration
+	// lazy: TCP links come up on demand (WithConnect).
+	lazy bool
 }
 
 // storeRef shares Init's store among the communicators of a lineage; the
@@ -107,7 +109,7 @@ func (r *rendezvous) connect(ctx context.Context, rank, size int) (transport.End
 		Rank: rank, Size: size, JobID: job,
 		KV:     store.WithPrefix(r.st.st, r.key(r.epoch())),
 		Secret: r.secret, Streams: r.streams, Interface: r.ifname, TLS: r.tls,
-		HandshakeTimeout: r.handshake, WrapConn: testWrapConn,
+		HandshakeTimeout: r.handshake, WrapConn: testWrapConn, Lazy: r.lazy,
 	})
 }
 

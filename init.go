@@ -100,6 +100,23 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 // calling Readmit.
 func WithRejoin() Option { return func(o *options) { o.rejoin = true } }
 
+// DefaultConnect is how Init links the ranks when neither WithConnect,
+// GOCCL_CONNECT nor the configuration file's "connect" says.
+const DefaultConnect = "eager"
+
+// WithConnect says when the TCP links between ranks are made
+// (GOCCL_CONNECT does the same): "lazy" links a pair of ranks when the
+// first message between them is sent, and at Init only each rank's ring
+// neighbours, so that a job whose algorithms talk to few peers holds few
+// links (an allreduce-only job O(log N) per rank), as NCCL's runtime
+// connection does; "eager" links every pair at Init, so that set-up
+// failures show at once (NCCL_RUNTIME_CONNECT=0). A peer that cannot be
+// reached when first needed fails the call naming it, within the
+// handshake and dial timeouts. Every rank must use the same setting; with
+// WithStreams above 1 links are eager. Shared memory (transport shm) is
+// set up at Init either way.
+func WithConnect(mode string) Option { return func(o *options) { o.connect = mode } }
+
 // WithStreams sets the number of TCP connections per pair of ranks
 // (GOCCL_STREAMS; default 1).
 func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
@@ -166,7 +183,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if len(o.algos) > 0 {
 			algos = fmt.Sprint(o.algos)
 		}
-		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1),
+		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect,
 			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos,
 			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
 			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
@@ -209,6 +226,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		rdv = &rendezvous{
 			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
 			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg, handshake: o.handshake,
+			lazy: o.connect == "lazy",
 		}
 		rdv.st.refs.Store(1)
 		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())

@@ -29,6 +29,9 @@ func Connect(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout)
 	defer cancel()
 	log := cfg.Logger.With("rank", cfg.Rank, "job", cfg.JobID)
+	if cfg.Lazy && cfg.Streams == 1 {
+		return connectLazy(ctx, &cfg, log)
+	}
 
 	host, err := cfg.listenHost()
 	if err != nil {

@@ -39,7 +39,11 @@ const (
 type endpoint struct {
 	rank, size int
 	m          *transport.Matcher
-	peers      []*peer // nil at our own rank
+	// peers holds the link to each peer once it is up: nil at our own
+	// rank and, with lazy links (lazy.go), for a peer not linked yet.
+	peers      []atomic.Pointer[peer]
+	lazy       *links // nil: Connect made every link
+	cfg        *Config
 	log        *slog.Logger
 	maxMsg     int64
 	stripeMin  int
@@ -129,51 +133,62 @@ type peer struct {
 func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, error) {
 	e := &endpoint{
 		rank: cfg.Rank, size: cfg.Size, m: transport.NewMatcher(cfg.Size),
-		peers: make([]*peer, cfg.Size), log: log, maxMsg: cfg.MaxMessage,
-		stripeMin: DefaultStripeMin,
+		peers: make([]atomic.Pointer[peer], cfg.Size), log: log, maxMsg: cfg.MaxMessage,
+		stripeMin: DefaultStripeMin, cfg: cfg,
 	}
 	for r, cs := range conns {
-		if r == cfg.Rank {
+		if r == cfg.Rank || cs == nil {
 			continue
 		}
-		for i, c := range cs {
-			setSockOpts(c, cfg.SocketBuffer)
-			if cfg.WrapConn != nil {
-				cs[i] = cfg.WrapConn(r, c)
-			}
-		}
-		p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
-		p.rd.init()
-		if sc, ok := cs[0].(syscall.Conn); ok {
-			p.raw, _ = sc.SyscallConn()
-		}
-		for i, c := range cs {
-			var src io.Reader = c
-			if i == 0 && p.raw != nil && cfg.WrapConn == nil {
-				src = &spinReader{c: c, p: p}
-			}
-			p.br = append(p.br, bufio.NewReaderSize(src, 64<<10))
-			if i > 0 {
-				p.rjobs = append(p.rjobs, make(chan stripeJob))
-				p.wjobs = append(p.wjobs, make(chan []byte))
-			}
-		}
-		p.rdone = make(chan error, len(cs))
-		p.wdone = make(chan error, len(cs))
-		e.peers[r] = p
+		e.peers[r].Store(e.newPeer(r, cs))
 	}
-	for _, p := range e.peers {
-		if p == nil {
-			continue
-		}
-		e.wg.Go(p.readLoop)
-		e.wg.Go(p.sendLoop)
-		for i := 1; i < len(p.conns); i++ {
-			e.wg.Go(func() { p.stripeReader(i) })
-			e.wg.Go(func() { p.stripeWriter(i) })
+	for i := range e.peers {
+		if p := e.peers[i].Load(); p != nil {
+			e.start(p)
 		}
 	}
 	return e, nil
+}
+
+// newPeer makes the link to rank r over its authenticated connections cs
+// (one per stream); start sets it going.
+func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
+	cfg := e.cfg
+	for i, c := range cs {
+		setSockOpts(c, cfg.SocketBuffer)
+		if cfg.WrapConn != nil {
+			cs[i] = cfg.WrapConn(r, c)
+		}
+	}
+	p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	p.rd.init()
+	if sc, ok := cs[0].(syscall.Conn); ok {
+		p.raw, _ = sc.SyscallConn()
+	}
+	for i, c := range cs {
+		var src io.Reader = c
+		if i == 0 && p.raw != nil && cfg.WrapConn == nil {
+			src = &spinReader{c: c, p: p}
+		}
+		p.br = append(p.br, bufio.NewReaderSize(src, 64<<10))
+		if i > 0 {
+			p.rjobs = append(p.rjobs, make(chan stripeJob))
+			p.wjobs = append(p.wjobs, make(chan []byte))
+		}
+	}
+	p.rdone = make(chan error, len(cs))
+	p.wdone = make(chan error, len(cs))
+	return p
+}
+
+// start runs p's goroutines, in e.wg.
+func (e *endpoint) start(p *peer) {
+	e.wg.Go(p.readLoop)
+	e.wg.Go(p.sendLoop)
+	for i := 1; i < len(p.conns); i++ {
+		e.wg.Go(func() { p.stripeReader(i) })
+		e.wg.Go(func() { p.stripeWriter(i) })
+	}
 }
 
 func (e *endpoint) Rank() int { return e.rank }
@@ -182,7 +197,11 @@ func (e *endpoint) Size() int { return e.size }
 func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
 	r := e.m.Post(from, tag, b)
 	if pr, ok := r.(*transport.PostedRecv); ok && from != e.rank {
-		return &recvReq{PostedRecv: pr, p: e.peers[from]}
+		if p := e.peers[from].Load(); p != nil {
+			return &recvReq{PostedRecv: pr, p: p}
+		}
+		// Not linked yet (lazy.go): the peer's reader delivers it once
+		// the link is up.
 	}
 	return r
 }
@@ -204,7 +223,19 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		return transport.Completed(&transport.PeerError{Op: "send", Peer: to,
 			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", len(b), e.maxMsg)})
 	}
-	p := e.peers[to]
+	p := e.peers[to].Load()
+	if p == nil {
+		if e.lazy == nil {
+			return transport.Completed(&transport.PeerError{Op: "send", Peer: to, Err: transport.ErrClosed})
+		}
+		return e.lazy.send(to, tag, b)
+	}
+	return p.isend(tag, b)
+}
+
+// isend is Isend over the link to p.
+func (p *peer) isend(tag transport.Tag, b []byte) transport.Request {
+	e := p.e
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
@@ -231,9 +262,12 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 func (e *endpoint) Close() error {
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
+		if e.lazy != nil {
+			e.lazy.close() // no link comes up after this
+		}
 		e.m.Abort(transport.ErrClosed)
-		for _, p := range e.peers {
-			if p != nil {
+		for i := range e.peers {
+			if p := e.peers[i].Load(); p != nil {
 				p.goodbye()
 				p.shutdown(transport.ErrClosed)
 			}
