@@ -41,16 +41,16 @@ type endpoint struct {
 	m          *transport.Matcher
 	// peers holds the link to each peer once it is up: nil at our own
 	// rank and, with lazy links (lazy.go), for a peer not linked yet.
-	peers      []atomic.Pointer[peer]
-	lazy       *links // nil: Connect made every link
-	cfg        *Config
-	log        *slog.Logger
-	maxMsg     int64
-	stripeMin  int
-	closing    atomic.Bool
-	closeOnce  sync.Once
-	wg         sync.WaitGroup
-	onLoss     atomic.Pointer[func(*transport.PeerError)]
+	peers     []atomic.Pointer[peer]
+	lazy      *links // nil: Connect made every link
+	cfg       *Config
+	log       *slog.Logger
+	maxMsg    int64
+	stripeMin int
+	closing   atomic.Bool
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	onLoss    atomic.Pointer[func(*transport.PeerError)]
 }
 
 var (
