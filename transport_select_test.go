@@ -153,7 +153,7 @@ func TestKillRankShm(t *testing.T) {
 			t.Run(kind+"/"+op, func(t *testing.T) {
 				t.Setenv("GOCCL_TRANSPORT", kind)
 				t.Setenv("GOCCL_DEBUG", "info")
-				outs := runFaultJob(t, n, op, victim)
+				outs := runFaultJob(t, "TestKillRankTCP", n, op, victim)
 				for r, out := range outs {
 					if r == victim {
 						continue
