@@ -126,8 +126,9 @@ func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
 // launcher's environment (FromEnv), meets the other ranks through the
 // rendezvous store that rank 0 hosts at MASTER_ADDR:MASTER_PORT, connects
 // every pair of ranks (over shared memory within a host and TCP between
-// hosts, unless WithTransport says otherwise), and returns once all ranks
-// are connected. The store lives until the communicator is closed.
+// hosts, unless WithTransport says otherwise; with WithConnect("lazy")
+// only each rank's ring neighbours over TCP, the other pairs when they
+// first talk), and returns once all ranks are connected. The store lives until the communicator is closed.
 //
 // With transport mem (GOCCL_TRANSPORT=mem or WithTransport("mem")) and no
 // launcher variables, Init returns a one-rank communicator in this
