@@ -108,6 +108,8 @@ type peer struct {
 	err   error // once set, sends fail with it
 	// left is set when the peer said goodbye: it closed on purpose.
 	left atomic.Bool
+	// senderOn: sendLoop runs. Guarded by mu.
+	senderOn bool
 	// writer says who writes to conns[0] now: nobody, an Isend writing a
 	// small message inline, or sendLoop. Guarded by mu.
 	writer writerKind
@@ -183,8 +185,7 @@ func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
 
 // start runs p's goroutines, in e.wg.
 func (e *endpoint) start(p *peer) {
-	e.wg.Go(p.readLoop)
-	e.wg.Go(p.sendLoop)
+	e.wg.Go(p.readLoop) // sendLoop starts when a send is queued
 	for i := 1; i < len(p.conns); i++ {
 		e.wg.Go(func() { p.stripeReader(i) })
 		e.wg.Go(func() { p.stripeWriter(i) })
@@ -249,6 +250,7 @@ func (p *peer) isend(tag transport.Tag, b []byte) transport.Request {
 	}
 	r := transport.NewRequest()
 	p.queue = append(p.queue, sendOp{tag: tag, b: b, r: r})
+	p.startSender()
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -497,17 +499,45 @@ func (p *peer) stripeWriter(i int) {
 	}
 }
 
+// senderIdle is how long sendLoop waits for work before it ends; the
+// next send that cannot be written inline starts it again.
+const senderIdle = time.Second
+
+// startSender starts sendLoop unless it runs or the link has failed (its
+// queue is then failed, and Close may be waiting for the goroutines); p.mu
+// is held.
+func (p *peer) startSender() {
+	if !p.senderOn && p.err == nil {
+		p.senderOn = true
+		p.e.wg.Go(p.sendLoop)
+	}
+}
+
+// sendLoop writes what Isend queued. It runs only while there is work: a
+// link whose messages all go inline, or that is idle, costs one goroutine
+// (its reader), not two.
 func (p *peer) sendLoop() {
 	hdrs := make([]byte, 0, maxBatch*headerLen)
 	var vec net.Buffers
+	idle := time.NewTimer(senderIdle)
+	defer idle.Stop()
 	for {
 		select {
 		case <-p.wake:
 		case <-p.quit:
 			return
+		case <-idle.C:
+			p.mu.Lock()
+			if len(p.queue) == 0 && p.rest == nil {
+				p.senderOn = false
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
 		}
 		for p.sendQueued(&hdrs, &vec) {
 		}
+		idle.Reset(senderIdle)
 	}
 }
 
@@ -638,6 +668,9 @@ func (p *peer) writeInline(tag transport.Tag, b []byte) transport.Request {
 	}
 	p.writer = noWriter
 	wake := p.rest != nil || len(p.queue) > 0
+	if wake {
+		p.startSender()
+	}
 	p.mu.Unlock()
 	if wake {
 		select {

@@ -295,11 +295,14 @@ func (l *links) attach(peer int, c net.Conn) {
 	}
 	p := l.e.newPeer(peer, []net.Conn{c})
 	p.queue, st.queue = st.queue, nil
-	if len(p.queue) > 0 {
-		p.wake <- struct{}{} // before sendLoop starts: the channel has room
-	}
 	l.e.peers[peer].Store(p)
 	l.e.start(p)
+	if len(p.queue) > 0 {
+		p.mu.Lock()
+		p.startSender()
+		p.mu.Unlock()
+		p.wake <- struct{}{} // a new channel: it has room
+	}
 	close(st.done)
 	l.mu.Unlock()
 }
