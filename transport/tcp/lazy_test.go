@@ -223,3 +223,13 @@ func closeAll(eps []transport.Endpoint) {
 		ep.Close()
 	}
 }
+
+// Links made on demand run the same TLS and HMAC handshake.
+func TestConformanceLazyTLS(t *testing.T) {
+	cert, key := writeCert(t, "job")
+	cfg, err := tcp.TLSFromFiles(cert, key, cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transporttest.Run(t, meshFunc(tcp.Config{TLS: cfg, Secret: []byte("s"), Lazy: true}))
+}
