@@ -102,10 +102,10 @@ func WithRejoin() Option { return func(o *options) { o.rejoin = true } }
 
 // DefaultConnect is how Init links the ranks when neither WithConnect,
 // GOCCL_CONNECT nor the configuration file's "connect" says.
-const DefaultConnect = "eager"
+const DefaultConnect = "lazy"
 
 // WithConnect says when the TCP links between ranks are made
-// (GOCCL_CONNECT does the same): "lazy" links a pair of ranks when the
+// (GOCCL_CONNECT does the same): "lazy" (the default) links a pair of ranks when the
 // first message between them is sent, and at Init only each rank's ring
 // neighbours, so that a job whose algorithms talk to few peers holds few
 // links (an allreduce-only job O(log N) per rank), as NCCL's runtime
