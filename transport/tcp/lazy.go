@@ -295,14 +295,12 @@ func (l *links) attach(peer int, c net.Conn) {
 	}
 	p := l.e.newPeer(peer, []net.Conn{c})
 	p.queue, st.queue = st.queue, nil
-	l.e.peers[peer].Store(p)
-	l.e.start(p)
 	if len(p.queue) > 0 {
-		p.mu.Lock()
-		p.startSender()
-		p.mu.Unlock()
+		p.startSender() // p is not shared yet: no lock needed
 		p.wake <- struct{}{} // a new channel: it has room
 	}
+	l.e.peers[peer].Store(p)
+	l.e.start(p)
 	close(st.done)
 	l.mu.Unlock()
 }
