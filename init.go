@@ -292,8 +292,14 @@ var errNoLauncher = fmt.Errorf("goccl: init: %w (none of RANK and WORLD_SIZE, OM
 func (c *Comm) settle(ctx context.Context) error {
 	bctx, cancel := context.WithTimeout(ctx, time.Minute+c.opts.timeout/100)
 	defer cancel()
-	// goccl's own barrier, not logged as the user's call.
-	if err := c.Barrier(commslog.Internal(bctx)); err != nil {
+	// goccl's own barrier, not logged as the user's call. With lazy links
+	// it is the exchange of every rank's address (links.go), after which
+	// no link made on demand needs the store.
+	barrier := c.Barrier
+	if r := c.shared.rdv; r != nil && r.book != nil {
+		barrier = c.shareAddrs
+	}
+	if err := barrier(commslog.Internal(bctx)); err != nil {
 		c.Close()
 		return err
 	}

@@ -296,7 +296,7 @@ func (l *links) attach(peer int, c net.Conn) {
 	p := l.e.newPeer(peer, []net.Conn{c})
 	p.queue, st.queue = st.queue, nil
 	if len(p.queue) > 0 {
-		p.startSender() // p is not shared yet: no lock needed
+		p.startSender()      // p is not shared yet: no lock needed
 		p.wake <- struct{}{} // a new channel: it has room
 	}
 	l.e.peers[peer].Store(p)
