@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/bits"
 	"sync"
 	"testing"
@@ -147,5 +148,58 @@ func TestConnectSetting(t *testing.T) {
 	}
 	if o, _ := buildOptions([]Option{fakeEnv(nil)}); o.connect != DefaultConnect {
 		t.Errorf("default: %q, want %q", o.connect, DefaultConnect)
+	}
+}
+
+// Links made after the store's host has closed find their peers without
+// the store: Init shared every rank's address (links.go).
+func TestLazyLinksOutliveTheStore(t *testing.T) {
+	const n = 8
+	comms, err := initRanks(t, n, "tcp", WithConnect("lazy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := comms[0].Close(); err != nil { // rank 0 hosts the store
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	members := []int{1, 2, 3, 4, 5, 6, 7}
+	for r := 1; r < n; r++ {
+		wg.Go(func() {
+			g, err := comms[r].NewGroup(members)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			// All to all: every pair of the group talks, most for the
+			// first time.
+			send := make([]int32, len(members))
+			for i := range send {
+				send[i] = int32(r)
+			}
+			recv := make([]int32, len(members))
+			if err := g.AllToAll(ctx, send, recv); err != nil {
+				errs[r] = err
+				return
+			}
+			for i, v := range recv {
+				if v != int32(members[i]) {
+					errs[r] = fmt.Errorf("rank %d got %d from group rank %d", r, v, i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r := 1; r < n; r++ {
+		if got := len(linkedPeers(comms[r])); got < n-2 {
+			t.Errorf("rank %d holds %d links after an all-to-all of 7 ranks, want at least 6", r, got)
+		}
 	}
 }
