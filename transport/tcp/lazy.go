@@ -35,8 +35,10 @@ import (
 //     any rank to every other (the root package relays abort notices
 //     over the links that exist).
 //   - Isend to a peer with no link queues the message and starts a
-//     dialer: it reads the peer's address from the store (one Get per
-//     link, once), dials, and runs the same authenticated handshake as
+//     dialer: it reads the peer's address from Config.KV (one Get per
+//     link, once; goccl's Init gives a KV that answers from addresses
+//     the ranks exchanged, so that no link needs the store after Init),
+//     dials, and runs the same authenticated handshake as
 //     an eager link (job id, sizes, HMAC over fresh nonces, TLS when
 //     configured). When the link is up, the queued messages go first, in
 //     order. Irecv never dials: the sender will, and a receive posted
