@@ -277,15 +277,23 @@ func (c *Comm) notify(culprit int, err error) {
 	c.closeEndpoint()
 }
 
-// tellAll sends every peer a notice on the notice tag and waits, up to
-// 100 ms, for the sends to leave.
+// tellAll sends every peer it holds a link to a notice on the notice tag
+// and waits, up to 100 ms, for the sends to leave. With links on demand
+// (WithConnect("lazy")) that is not every peer: a rank that hears an
+// abort notice passes it on to its own links before it closes (heard),
+// and the links that exist always include a ring through every rank, so
+// the verdict floods to all (docs/ARCHITECTURE.md, "Failures with lazy
+// links"); a leave notice needs to reach only the peers that will wait on
+// the leaver, which hold a link to it by then or learn of its departure
+// when they dial it.
 func (c *Comm) tellAll(b []byte) {
 	sh := c.shared
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
+	lk, _ := sh.counts.Endpoint.(transport.Linker)
 	var sent []transport.Request
 	for q := range sh.ep.Size() {
-		if q != sh.ep.Rank() {
+		if q != sh.ep.Rank() && (lk == nil || lk.Linked(q)) {
 			sent = append(sent, sh.ep.Isend(q, tagAbortNotice, b))
 		}
 	}

@@ -100,6 +100,7 @@ type options struct {
 	secret    []byte
 	jobID     string
 	streams   int
+	connect   string // "lazy" or "eager" once resolved
 	tls       *tls.Config
 	rejoin    bool
 	// Resolved by config.go from the environment or the file.

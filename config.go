@@ -60,6 +60,7 @@ type GocclConfig struct {
 
 	Transport  string `json:"transport"`   // WithTransport, GOCCL_TRANSPORT
 	Streams    int    `json:"streams"`     // WithStreams, GOCCL_STREAMS
+	Connect    string `json:"connect"`     // WithConnect, GOCCL_CONNECT: lazy or eager
 	SecretFile string `json:"secret_file"` // WithSecret, GOCCL_SECRET: the file holds the secret
 	TLSCert    string `json:"tls_cert"`    // WithTLS, GOCCL_TLS_CERT
 	TLSKey     string `json:"tls_key"`     // WithTLS, GOCCL_TLS_KEY
@@ -367,6 +368,14 @@ func resolve(o *options) error {
 		} else if g.TLSCert != "" {
 			o.tlsFiles = [3]string{g.TLSCert, g.TLSKey, g.TLSCA}
 		}
+	}
+	o.connect, _ = pick(o.connect, "GOCCL_CONNECT", g.Connect)
+	switch o.connect {
+	case "":
+		o.connect = DefaultConnect
+	case "lazy", "eager":
+	default:
+		return fmt.Errorf("goccl: %w: connect %q (GOCCL_CONNECT, WithConnect or the file's \"connect\"): want lazy or eager", ErrInvalid, o.connect)
 	}
 	o.jobID, _ = pick(o.jobID, "GOCCL_JOB_ID", g.JobID)
 	o.ifname, _ = pick("", "GOCCL_IFNAME", g.Ifname)

@@ -64,6 +64,11 @@ type rendezvous struct {
 	// handshake bounds a connection's authentication (0: the transport's
 	// default, which reads GOCCL_HANDSHAKE_TIMEOUT).
 	handshake time.Duration
+	// lazy: TCP links come up on demand (WithConnect).
+	lazy bool
+	// book: where lazy links find their peers' addresses; set by connect
+	// when it makes a lazy TCP endpoint (links.go).
+	book *addrBook
 }
 
 // storeRef shares Init's store among the communicators of a lineage; the
@@ -103,11 +108,16 @@ func (r *rendezvous) connect(ctx context.Context, rank, size int) (transport.End
 	if e := r.epoch(); e != "" {
 		job += "/" + strings.TrimSuffix(e, "/")
 	}
+	var kv tcp.KV = store.WithPrefix(r.st.st, r.key(r.epoch()))
+	if r.lazy && max(r.streams, 1) == 1 {
+		r.book = newAddrBook(kv, size)
+		kv = r.book
+	}
 	return tcp.Connect(ctx, tcp.Config{
 		Rank: rank, Size: size, JobID: job,
-		KV:     store.WithPrefix(r.st.st, r.key(r.epoch())),
+		KV:     kv,
 		Secret: r.secret, Streams: r.streams, Interface: r.ifname, TLS: r.tls,
-		HandshakeTimeout: r.handshake, WrapConn: testWrapConn,
+		HandshakeTimeout: r.handshake, WrapConn: testWrapConn, Lazy: r.lazy,
 	})
 }
 

@@ -1,8 +1,21 @@
 package goccl
 
-import "net"
+import (
+	"net"
+
+	"github.com/goccl/goccl/transport"
+)
 
 // SetTestWrapConn makes Init wrap each of its TCP connections with f once
 // the handshake has passed (tcp.Config.WrapConn), so that tests can inject
 // faults into live links; nil removes the wrapper. Call it before Init.
 func SetTestWrapConn(f func(peer int, c net.Conn) net.Conn) { testWrapConn = f }
+
+// LinkedTo reports whether c's endpoint holds a link to world rank peer
+// (always true where links are not made on demand).
+func LinkedTo(c *Comm, peer int) bool {
+	if lk, ok := c.shared.counts.Endpoint.(transport.Linker); ok {
+		return lk.Linked(peer)
+	}
+	return true
+}

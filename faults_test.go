@@ -39,7 +39,7 @@ func TestKillRankTCP(t *testing.T) {
 	const n, victim = 4, 2
 	for _, op := range []string{"allreduce", "broadcast", "alltoall", "barrier"} {
 		t.Run(op, func(t *testing.T) {
-			outs := runFaultJob(t, n, op, victim)
+			outs := runFaultJob(t, "TestKillRankTCP", n, op, victim)
 			for r, out := range outs {
 				if r == victim {
 					continue
@@ -68,6 +68,50 @@ func TestKillRankTCP(t *testing.T) {
 
 const faultChildEnv = "GOCCL_TEST_FAULT_CHILD"
 
+// TestKillRankLazy is TestKillRankTCP with links on demand and a ring
+// allreduce on 6 ranks: rank 5 never links to the victim, rank 2 (Init
+// links r±1 and r±2, the partners of its address exchange), and must
+// still hear of its death, through the abort notices its own links relay,
+// and name it.
+func TestKillRankLazy(t *testing.T) {
+	if os.Getenv(faultChildEnv) != "" {
+		faultChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	t.Setenv("GOCCL_TRANSPORT", "tcp")
+	t.Setenv("GOCCL_CONNECT", "lazy")
+	t.Setenv("GOCCL_ALGO", "ring")
+	const n, victim = 6, 2
+	unlinked := map[int]bool{5: true}
+	outs := runFaultJob(t, "TestKillRankLazy", n, "allreduce", victim)
+	for r, out := range outs {
+		if r == victim {
+			continue
+		}
+		f := parseFault(out)
+		switch {
+		case f == nil:
+			t.Errorf("rank %d reported no fault:\n%s", r, out)
+		case unlinked[r] && f["linkedvictim"] != "false":
+			t.Errorf("rank %d held a link to the victim: the test does not test what it means to:\n%s", r, out)
+		case f["peer"] != strconv.Itoa(victim):
+			t.Errorf("rank %d: error names peer %s, want the lost rank %d:\n%s", r, f["peer"], victim, out)
+		case f["peerclosed"] != "true" || f["wrapsaborted"] != "true":
+			t.Errorf("rank %d: want ErrPeerClosed and ErrAborted:\n%s", r, out)
+		case f["aborted"] != "true":
+			t.Errorf("rank %d: the next call did not fail fast with ErrAborted:\n%s", r, out)
+		case atoi(f["ms"]) > faultTimeout.Milliseconds()+2000:
+			t.Errorf("rank %d: took %s ms, more than the timeout + 2 s", r, f["ms"])
+		case atoi(f["goroutines"]) > 0 || atoi(f["fds"]) > 0:
+			t.Errorf("rank %d: leaked %s goroutines and %s file descriptors after Close:\n%s", r, f["goroutines"], f["fds"], out)
+		}
+		t.Logf("rank %d: %s", r, strings.SplitN(out, "\n", 3)[:2])
+	}
+}
+
 // faultTimeout is the communicators' timeout: a survivor must not need it,
 // the lost link alone must end its call.
 const faultTimeout = 20 * time.Second
@@ -93,7 +137,7 @@ func parseFault(out string) map[string]string {
 }
 
 // runFaultJob starts n ranks of this test binary and returns their output.
-func runFaultJob(t *testing.T, n int, op string, victim int) []string {
+func runFaultJob(t *testing.T, test string, n int, op string, victim int) []string {
 	t.Helper()
 	port := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -101,7 +145,7 @@ func runFaultJob(t *testing.T, n int, op string, victim int) []string {
 	outs := make([]string, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKillRankTCP$", "-test.count=1")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 		var env []string
 		for _, kv := range os.Environ() {
 			if !strings.HasPrefix(kv, "OMPI_") && !strings.HasPrefix(kv, "SLURM_") && !strings.HasPrefix(kv, "PMI") {
@@ -202,13 +246,16 @@ func faultChild(t *testing.T) {
 		if errors.As(err, &ge) {
 			peer, opName = ge.Peer, ge.Op
 		}
+		// Whether this rank ever held a link to the victim: links are
+		// never dropped before Close, and no call dials after the abort.
+		linked := goccl.LinkedTo(c, victim)
 		t1 := time.Now()
 		err2 := run()
 		fast := errors.Is(err2, goccl.ErrAborted) && time.Since(t1) < 100*time.Millisecond
 		c.Close()
 		g, stacks := goroutinesLeft(g0)
-		fmt.Printf("FAULT op=%s peer=%d peerclosed=%v wrapsaborted=%v aborted=%v ms=%d goroutines=%d fds=%d\nerror: %v\n%s",
-			opName, peer, errors.Is(err, goccl.ErrPeerClosed), errors.Is(err, goccl.ErrAborted), fast, ms, g, openFDs()-fds0, err, stacks)
+		fmt.Printf("FAULT op=%s peer=%d linkedvictim=%v peerclosed=%v wrapsaborted=%v aborted=%v ms=%d goroutines=%d fds=%d\nerror: %v\n%s",
+			opName, peer, linked, errors.Is(err, goccl.ErrPeerClosed), errors.Is(err, goccl.ErrAborted), fast, ms, g, openFDs()-fds0, err, stacks)
 		return
 	}
 	c.Close()

@@ -107,6 +107,23 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 // calling Readmit.
 func WithRejoin() Option { return func(o *options) { o.rejoin = true } }
 
+// DefaultConnect is how Init links the ranks when neither WithConnect,
+// GOCCL_CONNECT nor the configuration file's "connect" says.
+const DefaultConnect = "lazy"
+
+// WithConnect says when the TCP links between ranks are made
+// (GOCCL_CONNECT does the same): "lazy" (the default) links a pair of ranks when the
+// first message between them is sent, and at Init only each rank's ring
+// neighbours, so that a job whose algorithms talk to few peers holds few
+// links (an allreduce-only job O(log N) per rank), as NCCL's runtime
+// connection does; "eager" links every pair at Init, so that set-up
+// failures show at once (NCCL_RUNTIME_CONNECT=0). A peer that cannot be
+// reached when first needed fails the call naming it, within the
+// handshake and dial timeouts. Every rank must use the same setting; with
+// WithStreams above 1 links are eager. Shared memory (transport shm) is
+// set up at Init either way.
+func WithConnect(mode string) Option { return func(o *options) { o.connect = mode } }
+
 // WithStreams sets the number of TCP connections per pair of ranks
 // (GOCCL_STREAMS; default 1).
 func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
@@ -116,8 +133,9 @@ func WithStreams(n int) Option { return func(o *options) { o.streams = n } }
 // launcher's environment (FromEnv), meets the other ranks through the
 // rendezvous store that rank 0 hosts at MASTER_ADDR:MASTER_PORT, connects
 // every pair of ranks (over shared memory within a host and TCP between
-// hosts, unless WithTransport says otherwise), and returns once all ranks
-// are connected. The store lives until the communicator is closed.
+// hosts, unless WithTransport says otherwise; with WithConnect("lazy")
+// only each rank's ring neighbours over TCP, the other pairs when they
+// first talk), and returns once all ranks are connected. The store lives until the communicator is closed.
 //
 // With transport mem (GOCCL_TRANSPORT=mem or WithTransport("mem")) and no
 // launcher variables, Init returns a one-rank communicator in this
@@ -173,7 +191,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if len(o.algos) > 0 {
 			algos = fmt.Sprint(o.algos)
 		}
-		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1),
+		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect,
 			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos,
 			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
 			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
@@ -223,6 +241,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		rdv = &rendezvous{
 			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
 			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg, handshake: o.handshake,
+			lazy: o.connect == "lazy",
 		}
 		rdv.st.refs.Store(1)
 		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())
@@ -287,8 +306,14 @@ var errNoLauncher = fmt.Errorf("goccl: init: %w (none of RANK and WORLD_SIZE, OM
 func (c *Comm) settle(ctx context.Context) error {
 	bctx, cancel := context.WithTimeout(ctx, time.Minute+c.opts.timeout/100)
 	defer cancel()
-	// goccl's own barrier, not logged as the user's call.
-	if err := c.Barrier(commslog.Internal(bctx)); err != nil {
+	// goccl's own barrier, not logged as the user's call. With lazy links
+	// it is the exchange of every rank's address (links.go), after which
+	// no link made on demand needs the store.
+	barrier := c.Barrier
+	if r := c.shared.rdv; r != nil && r.book != nil {
+		barrier = c.shareAddrs
+	}
+	if err := barrier(commslog.Internal(bctx)); err != nil {
 		c.Close()
 		return err
 	}

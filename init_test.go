@@ -109,7 +109,7 @@ func TestInitMemWithLauncher(t *testing.T) {
 // initRanks runs Init for size ranks as goroutines of this process, each
 // with the transport kind, and returns their communicators (closed when
 // the test ends) or the first rank's error.
-func initRanks(t *testing.T, size int, kind string) ([]*Comm, error) {
+func initRanks(t *testing.T, size int, kind string, opts ...Option) ([]*Comm, error) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,8 +124,9 @@ func initRanks(t *testing.T, size int, kind string) ([]*Comm, error) {
 	var wg sync.WaitGroup
 	for r := range size {
 		wg.Go(func() {
-			comms[r], errs[r] = Init(ctx, fakeEnv(nil), WithTransport(kind), WithTimeout(20*time.Second),
-				WithEnv(Env{Rank: r, Size: size, LocalRank: -1, LocalSize: -1, MasterAddr: "127.0.0.1", MasterPort: port, Source: "options"}))
+			comms[r], errs[r] = Init(ctx, append([]Option{fakeEnv(nil), WithTransport(kind), WithTimeout(20 * time.Second),
+				WithEnv(Env{Rank: r, Size: size, LocalRank: -1, LocalSize: -1, MasterAddr: "127.0.0.1", MasterPort: port, Source: "options"})},
+				opts...)...)
 			if errs[r] != nil {
 				cancel() // the others would wait for this rank
 			}

@@ -153,7 +153,10 @@ func TestKillRankShm(t *testing.T) {
 			t.Run(kind+"/"+op, func(t *testing.T) {
 				t.Setenv("GOCCL_TRANSPORT", kind)
 				t.Setenv("GOCCL_DEBUG", "info")
-				outs := runFaultJob(t, n, op, victim)
+				// TestKillRankTCP runs with the default, lazy links: here
+				// TCP links every pair at Init.
+				t.Setenv("GOCCL_CONNECT", "eager")
+				outs := runFaultJob(t, "TestKillRankTCP", n, op, victim)
 				for r, out := range outs {
 					if r == victim {
 						continue

@@ -154,3 +154,5 @@ func ExamplePairwiseAllToAll() {
 	fmt.Println(out, err)
 	// Output: [[0 10 20] [1 11 21] [2 12 22]] <nil>
 }
+
+func TestBruckAllGather(t *testing.T) { algotest.TestAllGather(t, algo.BruckAllGather) }

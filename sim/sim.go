@@ -76,6 +76,11 @@ type Result struct {
 	Events  []Event   // with Config.Record: sends, receives and reductions in order of start
 	Wrong   int64     // RunCollective with data: elements that differ from the reference
 	Elapsed float64   // wall-clock seconds the simulation took; not deterministic
+	// Links is how many pairs of ranks exchanged a message, either way:
+	// the links a transport that connects on demand makes (goccl's lazy
+	// TCP links). MaxLinks is the most of them at any one rank.
+	Links    int64
+	MaxLinks int
 }
 
 // Run runs fn on every rank of cfg's group under the virtual clock and
@@ -195,6 +200,8 @@ type sched struct {
 	doneCh  chan struct{}
 	res     Result
 	mem     *reserved
+	pairs   map[[2]int32]struct{} // pairs that exchanged a message (Result.Links)
+	degree  []int                 // by rank: its pairs
 
 	markGen  uint64
 	affected []*flow
@@ -254,6 +261,9 @@ func (s *sched) run(fn func(ctx context.Context, p algo.Peers) error) (*Result, 
 	<-s.doneCh
 	wg.Wait()
 	s.res.Elapsed = nowWall() - start
+	for _, d := range s.degree {
+		s.res.MaxLinks = max(s.res.MaxLinks, d)
+	}
 	s.res.Finish = make([]float64, s.n)
 	for i, rk := range s.ranks {
 		s.res.Finish[i] = rk.finish
@@ -439,6 +449,16 @@ func (s *sched) take(rk *rank) {
 
 func (s *sched) send(rk *rank, to int, b []byte, q *request) {
 	s.res.Msgs++
+	pair := [2]int32{int32(min(rk.id, to)), int32(max(rk.id, to))}
+	if _, ok := s.pairs[pair]; !ok {
+		if s.pairs == nil {
+			s.pairs, s.degree = make(map[[2]int32]struct{}), make([]int, s.n)
+		}
+		s.pairs[pair] = struct{}{}
+		s.degree[rk.id]++
+		s.degree[to]++
+		s.res.Links++
+	}
 	s.res.Bytes += int64(len(b))
 	m := outMsg{to: to, bytes: len(b), step: q.step, req: q}
 	if !s.cfg.SizeOnly {

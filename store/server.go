@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,7 +51,13 @@ type Server struct {
 	pending int // connections accepted that have not authenticated yet
 	closed  bool
 	wg      sync.WaitGroup
+
+	requests atomic.Int64 // requests handled, over all connections
 }
+
+// Requests returns how many requests s has handled since it was made
+// (authentication not counted): what a job's rendezvous costs the store.
+func (s *Server) Requests() int64 { return s.requests.Load() }
 
 // NewServer returns a server with an empty store.
 func NewServer(opts Options) *Server {
@@ -292,6 +299,7 @@ func checkAuth(secret, serverNonce []byte, args [][]byte) ([]byte, bool) {
 
 // handle serves one request. It returns false when the connection must end.
 func (sc *srvConn) handle(m msg) bool {
+	sc.s.requests.Add(1)
 	t := sc.s.t
 	bad := func(want int) bool {
 		if len(m.args) != want {

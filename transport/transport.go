@@ -52,6 +52,16 @@ type PeerLossNotifier interface {
 	OnPeerLoss(f func(*PeerError))
 }
 
+// Linker is an optional capability of an Endpoint whose links come up on
+// demand (transport/tcp with Config.Lazy): it says which peers a link to
+// is up, so that news meant for every peer can go over the links that
+// exist rather than make one to each. An endpoint without it is linked to
+// every peer.
+type Linker interface {
+	// Linked reports whether a link to peer is up.
+	Linked(peer int) bool
+}
+
 // StrayReporter is an optional capability of an Endpoint: its owner says
 // which tags are finished (no receive will be posted under them again),
 // and a message that arrives under a finished tag, or that is still

@@ -46,6 +46,7 @@ var (
 	_ transport.Endpoint         = (*Endpoint)(nil)
 	_ transport.PeerLossNotifier = (*Endpoint)(nil)
 	_ transport.StrayReporter    = (*Endpoint)(nil)
+	_ transport.Linker           = (*Endpoint)(nil)
 )
 
 // New returns rank's endpoint of a job of size ranks over routes: a peer
@@ -129,6 +130,19 @@ func (e *Endpoint) Via(peer int) string {
 		return ""
 	}
 	return e.routes[e.via[peer]].Name
+}
+
+// Linked implements transport.Linker: whether peer's route has a link to
+// it up (a route whose endpoint is not a transport.Linker is linked to
+// every rank it reaches).
+func (e *Endpoint) Linked(peer int) bool {
+	if peer < 0 || peer >= e.size || peer == e.rank {
+		return false
+	}
+	if l, ok := e.routes[e.via[peer]].Endpoint.(transport.Linker); ok {
+		return l.Linked(e.local[peer])
+	}
+	return true
 }
 
 // Isend implements transport.Endpoint over peer to's route.

@@ -106,6 +106,12 @@ type Config struct {
 	// MaxMessage is the largest message accepted from the wire
 	// (DefaultMaxMessage); a frame announcing more is a protocol error.
 	MaxMessage int64
+	// Lazy makes Connect link only the ring neighbours (rank-1 and
+	// rank+1) and every other pair when the first message between them is
+	// sent (lazy.go); the endpoint then keeps listening for its life.
+	// Every rank must use the same value. With Streams above 1 Connect
+	// links every pair as if Lazy were false.
+	Lazy bool
 	// WrapConn, when set, wraps each connection to peer once its handshake
 	// has passed, before any frame moves over it: for instrumentation, or
 	// for tests that inject faults (a connection that breaks mid-message,

@@ -21,6 +21,8 @@ import (
 // (stranger, wrong secret, wrong job, duplicate or out-of-range rank) are
 // refused, logged, and Connect keeps waiting for the legitimate peer. It
 // gives up when ctx ends or cfg.InitTimeout passes, closing what it opened.
+// With cfg.Lazy (and one stream) it links only the ring neighbours before
+// it returns, and any other pair when its first message is sent (lazy.go).
 func Connect(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -29,6 +31,10 @@ func Connect(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.InitTimeout)
 	defer cancel()
 	log := cfg.Logger.With("rank", cfg.Rank, "job", cfg.JobID)
+	if cfg.Lazy && cfg.Streams == 1 {
+		return connectLazy(ctx, &cfg, log)
+	}
+	cfg.Lazy = false // several streams: every pair now, the lower rank dialing
 
 	host, err := cfg.listenHost()
 	if err != nil {

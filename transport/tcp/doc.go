@@ -9,7 +9,10 @@
 // with Config.Secret set both ends also prove knowledge of the secret with
 // HMAC-SHA256 over a fresh random nonce from the other end. A stranger, a
 // wrong secret or job id, or a duplicate or out-of-range rank is refused
-// and logged, and Connect goes on waiting for the legitimate peer.
+// and logged, and Connect goes on waiting for the legitimate peer. With
+// Config.Lazy, Connect links only the ring neighbours and every other
+// pair when its first message is sent, from either side (lazy.go says how,
+// and how a tie between two dials is broken).
 //
 // On the wire a message is a 16-byte little-endian header (tag, length)
 // followed by the payload, written with one vectored write; queued small
@@ -20,8 +23,10 @@
 // latency: no hand-off between goroutines), and a background reader drains
 // the socket otherwise. Either reads a payload straight into the posted
 // receive's buffer, or into the unexpected-message queue of
-// transport.Matcher when none is posted. Each peer has one sender
-// goroutine; a send completes when its bytes are written to the socket.
+// transport.Matcher when none is posted. A small send to an idle link is
+// written on the caller's goroutine; others go to the peer's sender
+// goroutine, which runs while sends are queued. A send completes when its
+// bytes are written to the socket.
 // With Config.Streams > 1, messages of DefaultStripeMin bytes or more are
 // split over several connections per pair.
 //

@@ -39,14 +39,18 @@ const (
 type endpoint struct {
 	rank, size int
 	m          *transport.Matcher
-	peers      []*peer // nil at our own rank
-	log        *slog.Logger
-	maxMsg     int64
-	stripeMin  int
-	closing    atomic.Bool
-	closeOnce  sync.Once
-	wg         sync.WaitGroup
-	onLoss     atomic.Pointer[func(*transport.PeerError)]
+	// peers holds the link to each peer once it is up: nil at our own
+	// rank and, with lazy links (lazy.go), for a peer not linked yet.
+	peers     []atomic.Pointer[peer]
+	lazy      *links // nil: Connect made every link
+	cfg       *Config
+	log       *slog.Logger
+	maxMsg    int64
+	stripeMin int
+	closing   atomic.Bool
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	onLoss    atomic.Pointer[func(*transport.PeerError)]
 }
 
 var (
@@ -104,6 +108,8 @@ type peer struct {
 	err   error // once set, sends fail with it
 	// left is set when the peer said goodbye: it closed on purpose.
 	left atomic.Bool
+	// senderOn: sendLoop runs. Guarded by mu.
+	senderOn bool
 	// writer says who writes to conns[0] now: nobody, an Isend writing a
 	// small message inline, or sendLoop. Guarded by mu.
 	writer writerKind
@@ -129,51 +135,61 @@ type peer struct {
 func newEndpoint(cfg *Config, conns [][]net.Conn, log *slog.Logger) (*endpoint, error) {
 	e := &endpoint{
 		rank: cfg.Rank, size: cfg.Size, m: transport.NewMatcher(cfg.Size),
-		peers: make([]*peer, cfg.Size), log: log, maxMsg: cfg.MaxMessage,
-		stripeMin: DefaultStripeMin,
+		peers: make([]atomic.Pointer[peer], cfg.Size), log: log, maxMsg: cfg.MaxMessage,
+		stripeMin: DefaultStripeMin, cfg: cfg,
 	}
 	for r, cs := range conns {
-		if r == cfg.Rank {
+		if r == cfg.Rank || cs == nil {
 			continue
 		}
-		for i, c := range cs {
-			setSockOpts(c, cfg.SocketBuffer)
-			if cfg.WrapConn != nil {
-				cs[i] = cfg.WrapConn(r, c)
-			}
-		}
-		p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
-		p.rd.init()
-		if sc, ok := cs[0].(syscall.Conn); ok {
-			p.raw, _ = sc.SyscallConn()
-		}
-		for i, c := range cs {
-			var src io.Reader = c
-			if i == 0 && p.raw != nil && cfg.WrapConn == nil {
-				src = &spinReader{c: c, p: p}
-			}
-			p.br = append(p.br, bufio.NewReaderSize(src, 64<<10))
-			if i > 0 {
-				p.rjobs = append(p.rjobs, make(chan stripeJob))
-				p.wjobs = append(p.wjobs, make(chan []byte))
-			}
-		}
-		p.rdone = make(chan error, len(cs))
-		p.wdone = make(chan error, len(cs))
-		e.peers[r] = p
+		e.peers[r].Store(e.newPeer(r, cs))
 	}
-	for _, p := range e.peers {
-		if p == nil {
-			continue
-		}
-		e.wg.Go(p.readLoop)
-		e.wg.Go(p.sendLoop)
-		for i := 1; i < len(p.conns); i++ {
-			e.wg.Go(func() { p.stripeReader(i) })
-			e.wg.Go(func() { p.stripeWriter(i) })
+	for i := range e.peers {
+		if p := e.peers[i].Load(); p != nil {
+			e.start(p)
 		}
 	}
 	return e, nil
+}
+
+// newPeer makes the link to rank r over its authenticated connections cs
+// (one per stream); start sets it going.
+func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
+	cfg := e.cfg
+	for i, c := range cs {
+		setSockOpts(c, cfg.SocketBuffer)
+		if cfg.WrapConn != nil {
+			cs[i] = cfg.WrapConn(r, c)
+		}
+	}
+	p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	p.rd.init()
+	if sc, ok := cs[0].(syscall.Conn); ok {
+		p.raw, _ = sc.SyscallConn()
+	}
+	for i, c := range cs {
+		var src io.Reader = c
+		if i == 0 && p.raw != nil && cfg.WrapConn == nil {
+			src = &spinReader{c: c, p: p}
+		}
+		p.br = append(p.br, bufio.NewReaderSize(src, 64<<10))
+		if i > 0 {
+			p.rjobs = append(p.rjobs, make(chan stripeJob))
+			p.wjobs = append(p.wjobs, make(chan []byte))
+		}
+	}
+	p.rdone = make(chan error, len(cs))
+	p.wdone = make(chan error, len(cs))
+	return p
+}
+
+// start runs p's goroutines, in e.wg.
+func (e *endpoint) start(p *peer) {
+	e.wg.Go(p.readLoop) // sendLoop starts when a send is queued
+	for i := 1; i < len(p.conns); i++ {
+		e.wg.Go(func() { p.stripeReader(i) })
+		e.wg.Go(func() { p.stripeWriter(i) })
+	}
 }
 
 func (e *endpoint) Rank() int { return e.rank }
@@ -182,7 +198,11 @@ func (e *endpoint) Size() int { return e.size }
 func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
 	r := e.m.Post(from, tag, b)
 	if pr, ok := r.(*transport.PostedRecv); ok && from != e.rank {
-		return &recvReq{PostedRecv: pr, p: e.peers[from]}
+		if p := e.peers[from].Load(); p != nil {
+			return &recvReq{PostedRecv: pr, p: p}
+		}
+		// Not linked yet (lazy.go): the peer's reader delivers it once
+		// the link is up.
 	}
 	return r
 }
@@ -204,7 +224,19 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		return transport.Completed(&transport.PeerError{Op: "send", Peer: to,
 			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", len(b), e.maxMsg)})
 	}
-	p := e.peers[to]
+	p := e.peers[to].Load()
+	if p == nil {
+		if e.lazy == nil {
+			return transport.Completed(&transport.PeerError{Op: "send", Peer: to, Err: transport.ErrClosed})
+		}
+		return e.lazy.send(to, tag, b)
+	}
+	return p.isend(tag, b)
+}
+
+// isend is Isend over the link to p.
+func (p *peer) isend(tag transport.Tag, b []byte) transport.Request {
+	e := p.e
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
@@ -218,6 +250,7 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	}
 	r := transport.NewRequest()
 	p.queue = append(p.queue, sendOp{tag: tag, b: b, r: r})
+	p.startSender()
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -231,9 +264,12 @@ func (e *endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 func (e *endpoint) Close() error {
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
+		if e.lazy != nil {
+			e.lazy.close() // no link comes up after this
+		}
 		e.m.Abort(transport.ErrClosed)
-		for _, p := range e.peers {
-			if p != nil {
+		for i := range e.peers {
+			if p := e.peers[i].Load(); p != nil {
 				p.goodbye()
 				p.shutdown(transport.ErrClosed)
 			}
@@ -463,17 +499,45 @@ func (p *peer) stripeWriter(i int) {
 	}
 }
 
+// senderIdle is how long sendLoop waits for work before it ends; the
+// next send that cannot be written inline starts it again.
+const senderIdle = time.Second
+
+// startSender starts sendLoop unless it runs or the link has failed (its
+// queue is then failed, and Close may be waiting for the goroutines); p.mu
+// is held.
+func (p *peer) startSender() {
+	if !p.senderOn && p.err == nil {
+		p.senderOn = true
+		p.e.wg.Go(p.sendLoop)
+	}
+}
+
+// sendLoop writes what Isend queued. It runs only while there is work: a
+// link whose messages all go inline, or that is idle, costs one goroutine
+// (its reader), not two.
 func (p *peer) sendLoop() {
 	hdrs := make([]byte, 0, maxBatch*headerLen)
 	var vec net.Buffers
+	idle := time.NewTimer(senderIdle)
+	defer idle.Stop()
 	for {
 		select {
 		case <-p.wake:
 		case <-p.quit:
 			return
+		case <-idle.C:
+			p.mu.Lock()
+			if len(p.queue) == 0 && p.rest == nil {
+				p.senderOn = false
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
 		}
 		for p.sendQueued(&hdrs, &vec) {
 		}
+		idle.Reset(senderIdle)
 	}
 }
 
@@ -604,6 +668,9 @@ func (p *peer) writeInline(tag transport.Tag, b []byte) transport.Request {
 	}
 	p.writer = noWriter
 	wake := p.rest != nil || len(p.queue) > 0
+	if wake {
+		p.startSender()
+	}
 	p.mu.Unlock()
 	if wake {
 		select {

@@ -180,7 +180,7 @@ func serverHandshake(rw io.ReadWriter, cfg *Config, accept func(rank, stream int
 	if err := theirs.check(cfg); err != nil {
 		return rank, stream, err
 	}
-	if rank >= cfg.Rank {
+	if rank == cfg.Rank || rank > cfg.Rank && !cfg.Lazy {
 		return rank, stream, fmt.Errorf("%w: rank %d must be dialled by rank %d, not dial it", errRefused, rank, cfg.Rank)
 	}
 	mine, err := newHello(cfg, cfg.Rank, stream)

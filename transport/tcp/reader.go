@@ -131,8 +131,8 @@ func isDone(c <-chan struct{}) bool {
 
 // kickReaders asks every peer's readLoop to read now.
 func (e *endpoint) kickReaders() {
-	for _, p := range e.peers {
-		if p != nil {
+	for i := range e.peers {
+		if p := e.peers[i].Load(); p != nil {
 			p.kickReader()
 		}
 	}
