@@ -1,14 +1,13 @@
 package goccl
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"math"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +15,6 @@ import (
 	"github.com/goccl/goccl/device/hostsim"
 	"github.com/goccl/goccl/reduceop"
 )
-
-// lockedBuffer is a bytes.Buffer several ranks' loggers write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDeviceIPC: between ranks of one process (hostsim shares memory
 // within a process, as CUDA IPC does within a host) a device allreduce
@@ -56,7 +37,7 @@ func TestDeviceIPC(t *testing.T) {
 						devs[r].StartTimeline()
 						defer devs[r].Close()
 					}
-					var log lockedBuffer
+					var log testutil.Buffer
 					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 					defer cancel()
 					err := RunLocal(ctx, n, func(ctx context.Context, c *Comm) error {

@@ -2,10 +2,10 @@ package goccl_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,26 +73,7 @@ func TestProcessSuiteTCP(t *testing.T) {
 // job is a set of rank processes.
 type job struct {
 	cmds []*exec.Cmd
-	outs []*lockedBuffer
-}
-
-// lockedBuffer collects a child's stdout and stderr; the pipe copiers
-// write it while the parent may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	outs []*testutil.Buffer
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -136,7 +116,7 @@ func startJob(tb testing.TB, n int, mode string, extra []string, rank0 func(cmd 
 			"GOCCL_TRANSPORT=tcp",
 			envProcRank+"="+strconv.Itoa(r), envProcMode+"="+mode)
 		cmd.Env = append(cmd.Env, extra...)
-		out := &lockedBuffer{}
+		out := &testutil.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if r == 0 && rank0 != nil {
 			if err := rank0(cmd); err != nil {

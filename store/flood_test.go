@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -58,7 +59,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	)
 	raiseFileLimit(t, 256)
 	secret := []byte("flood")
-	var logs syncBuffer
+	var logs testutil.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -258,7 +259,7 @@ func floodChild(t *testing.T, addr string) {
 // flood is a running attacker process.
 type flood struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testutil.Buffer
 	done   chan struct{}
 	report string
 }
@@ -274,7 +275,7 @@ func startFlood(t *testing.T, addr string, silent int, bound time.Duration) *flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &flood{cmd: cmd, out: new(syncBuffer), done: make(chan struct{})}
+	f := &flood{cmd: cmd, out: new(testutil.Buffer), done: make(chan struct{})}
 	cmd.Stderr = f.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

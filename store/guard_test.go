@@ -2,16 +2,15 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -99,7 +98,7 @@ func TestHandshakeDeadline(t *testing.T) {
 func TestPreAuthLimit(t *testing.T) {
 	for _, secret := range [][]byte{nil, []byte("s")} {
 		t.Run("secret="+strconv.FormatBool(secret != nil), func(t *testing.T) {
-			var logs syncBuffer
+			var logs testutil.Buffer
 			_, addr := guardedServer(t, Options{Secret: secret, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -191,22 +190,4 @@ func TestParseHandshakeTimeout(t *testing.T) {
 			t.Errorf("ParseHandshakeTimeout(%q): err = %v, want one naming %s", in, err, EnvHandshakeTimeout)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"os"
 	"runtime"
@@ -433,7 +434,7 @@ func TestBenchJoin(t *testing.T) {
 		t.Setenv("GOCCL_TEST_BENCH_ARGS", benchArgs)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		var out, errb syncBuffer
+		var out, errb testutil.Buffer
 		code := runCommand(ctx, append([]string{"-n", "3", "--"}, childArgs(t)...), &out, &errb, nil)
 		return code, out.String(), errb.String()
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -189,24 +189,6 @@ func alive(pid int) bool {
 	return true
 }
 
-// syncBuffer is a bytes.Buffer safe for the copier goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func runChildren(t *testing.T, ctx context.Context, mode string, flags []string, env ...string) (code int, stdout, stderr string, dir string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -215,7 +197,7 @@ func runChildren(t *testing.T, ctx context.Context, mode string, flags []string,
 	for i := 0; i+1 < len(env); i += 2 {
 		t.Setenv(env[i], env[i+1])
 	}
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	args := append(append(slices.Clone(flags), "--"), childArgs(t)...)
 	code = runCommand(ctx, args, &out, &errb, nil)
 	return code, out.String(), errb.String(), dir
@@ -402,7 +384,7 @@ func TestRunBlamesKilledRank(t *testing.T) {
 						return
 					}
 				}()
-				var out, errb syncBuffer
+				var out, errb testutil.Buffer
 				args := append([]string{"-n", strconv.Itoa(n), "-grace", "2s", "--"}, childArgs(t)...)
 				code := runCommand(context.Background(), args, &out, &errb, nil)
 				close(done)
@@ -546,7 +528,7 @@ func TestRunCancelStopsAll(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	args := append([]string{"-n", strconv.Itoa(n), "-grace", "200ms", "--"}, childArgs(t)...)
 	code := runCommand(ctx, args, &out, &errb, nil)
 	if code != 128+int(syscall.SIGINT) {
@@ -572,7 +554,7 @@ func TestRunSignalStopsAll(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	args := append([]string{"-n", strconv.Itoa(n), "-grace", "1h", "--"}, childArgs(t)...)
 	code := runCommand(context.Background(), args, &out, &errb, sigs)
 	if code != 128+int(syscall.SIGTERM) {
@@ -600,7 +582,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-n", "2", "--", "true"}, 0, ""},
 	}
 	for _, c := range cases {
-		var out, errb syncBuffer
+		var out, errb testutil.Buffer
 		code := runCommand(context.Background(), c.args, &out, &errb, nil)
 		if code != c.code || !strings.Contains(errb.String(), c.msg) {
 			t.Errorf("goccl run %q = %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.msg)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -22,7 +23,7 @@ func TestStoreCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addrc := make(chan net.Addr, 1)
-	var log syncBuffer
+	var log testutil.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- storeCommand(ctx, []string{"-addr", "127.0.0.1:0", "-secret-file", secret}, &log, func(a net.Addr) { addrc <- a })
@@ -72,7 +73,7 @@ func TestStoreCommandErrors(t *testing.T) {
 		{[]string{"-bogus"}, 2, "bogus"},
 	}
 	for _, c := range cases {
-		var log syncBuffer
+		var log testutil.Buffer
 		code := storeCommand(context.Background(), c.args, &log, nil)
 		if code != c.code || !strings.Contains(log.String(), c.msg) {
 			t.Errorf("goccl store %q = %d, log %q; want %d and %q", c.args, code, log.String(), c.code, c.msg)
@@ -97,7 +98,7 @@ func TestStoreCommandHandshakeTimeout(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			addrc := make(chan net.Addr, 1)
-			var log syncBuffer
+			var log testutil.Buffer
 			done := make(chan int, 1)
 			go func() {
 				done <- storeCommand(ctx, append([]string{"-addr", "127.0.0.1:0"}, tc.args...), &log, func(a net.Addr) { addrc <- a })
@@ -131,7 +132,7 @@ func TestStoreCommandHandshakeTimeout(t *testing.T) {
 		})
 	}
 	t.Setenv(store.EnvHandshakeTimeout, "soon")
-	var log syncBuffer
+	var log testutil.Buffer
 	if code := storeCommand(context.Background(), []string{"-addr", "127.0.0.1:0"}, &log, nil); code != 2 || !strings.Contains(log.String(), store.EnvHandshakeTimeout) {
 		t.Errorf("GOCCL_HANDSHAKE_TIMEOUT=soon: exit %d, log %q; want 2 and the variable named", code, log.String())
 	}

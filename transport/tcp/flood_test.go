@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -60,7 +61,7 @@ func TestStrangerFlood(t *testing.T) {
 	raiseFileLimit(t, 256)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var logs syncBuf
+	var logs testutil.Buffer
 	base := tcp.Config{Size: size, JobID: fmt.Sprintf("flood-%d", jobSeq.Add(1)), KV: newMemKV(),
 		ListenHost: "127.0.0.1", Secret: []byte("flood"), HandshakeTimeout: deadline, MaxPending: maxPending,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -251,7 +252,7 @@ func floodChild(t *testing.T, addr string) {
 // flood is a running attacker process.
 type flood struct {
 	cmd    *exec.Cmd
-	out    *syncBuf
+	out    *testutil.Buffer
 	done   chan struct{}
 	report string
 }
@@ -267,7 +268,7 @@ func startFlood(t *testing.T, addr string, silent int, bound time.Duration) *flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &flood{cmd: cmd, out: new(syncBuf), done: make(chan struct{})}
+	f := &flood{cmd: cmd, out: new(testutil.Buffer), done: make(chan struct{})}
 	cmd.Stderr = f.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

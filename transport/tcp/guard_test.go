@@ -2,6 +2,7 @@ package tcp_test
 
 import (
 	"errors"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -30,7 +31,7 @@ func closedWithin(t *testing.T, c net.Conn, bound time.Duration) []byte {
 func TestSilentStrangersClosed(t *testing.T) {
 	const deadline = 200 * time.Millisecond
 	j := newStrangerJob(t)
-	var logs syncBuf
+	var logs testutil.Buffer
 	j.base.HandshakeTimeout = deadline
 	j.base.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	addr2 := j.addr(2)

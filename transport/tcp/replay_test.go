@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -219,7 +220,7 @@ type strangerJob struct {
 	t       *testing.T
 	ctx     context.Context
 	base    tcp.Config
-	logs    *syncBuf
+	logs    *testutil.Buffer
 	started [3]bool
 	res     [3]chan connectResult
 }
@@ -235,7 +236,7 @@ const strangerHandshake = time.Second
 
 func newStrangerJob(t *testing.T) *strangerJob {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	logs := new(syncBuf)
+	logs := new(testutil.Buffer)
 	j := &strangerJob{t: t, ctx: ctx, logs: logs, base: tcp.Config{
 		Size: 3, JobID: fmt.Sprintf("job-%d", jobSeq.Add(1)), KV: newMemKV(), ListenHost: "127.0.0.1",
 		Secret: []byte("right"), Logger: slog.New(slog.NewTextHandler(logs, nil)),

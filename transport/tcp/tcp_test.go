@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -122,24 +123,6 @@ func TestStripedSizes(t *testing.T) {
 	}
 }
 
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestHandshakeRefused: a rank with the wrong secret or job id cannot join;
 // the legitimate rank, arriving later, still can.
 func TestHandshakeRefused(t *testing.T) {
@@ -156,7 +139,7 @@ func TestHandshakeRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			var logs syncBuf
+			var logs testutil.Buffer
 			kv := newMemKV()
 			base := tcp.Config{Size: 2, JobID: "job", KV: kv, ListenHost: "127.0.0.1",
 				Secret: []byte("right"), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -219,7 +202,7 @@ func TestStrangerGarbage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	kv := newMemKV()
-	var logs syncBuf
+	var logs testutil.Buffer
 	base := tcp.Config{Size: 2, JobID: "job", KV: kv, ListenHost: "127.0.0.1",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	res1 := make(chan error, 1)
