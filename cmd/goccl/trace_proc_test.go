@@ -221,12 +221,18 @@ func hangChild() int {
 			switch kind {
 			case "skip":
 				continue
-			case "stall": // until the others' timeout has aborted this rank too
+			case "stall":
+				// Until the others' timeout has aborted this rank too and
+				// its dump is being written; it makes no more calls (one
+				// made now could still get into the dump). Close waits
+				// for the abort, dump included, to finish.
 				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 					if _, err := os.Stat(dump); err == nil || time.Now().After(deadline) {
 						break
 					}
 				}
+				fmt.Println("stalled until the abort")
+				return dumped(dump)
 			case "die":
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			case "other":
