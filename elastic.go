@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -162,8 +163,18 @@ func (c *Comm) JobRank() int {
 // cannot tell, it decides after the wait (WithShrinkWait,
 // DefaultShrinkWait);
 // a rank that arrives later is left out and gets an error wrapping
-// ErrAborted. c stays aborted; close it when done. Only world
-// communicators made by Init (or by Shrink and Readmit) can shrink.
+// ErrAborted.
+//
+// Ranks may go on dying while Shrink runs. Each member of the agreed set
+// then connects and says in the store whether it made it; if a member died
+// before saying so, or failed, every member sees it and they all agree
+// again, without the dead, in the next shrink epoch, until the set is
+// stable or c's timeout ends. A member that dies after saying it made it
+// is in the result, whose first collective then fails, as after any
+// failure.
+//
+// c stays aborted; close it when done. Only world communicators made by
+// Init (or by Shrink and Readmit) can shrink.
 func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	r, err := c.elastic("shrink")
 	if err != nil {
@@ -172,13 +183,48 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
 	old := r.jobRanks()
-	nr := r.next(r.gen, r.shrink+1, nil)
-	fail := func(err error) (*Comm, error) {
-		nr.st.release()
-		return nil, &Error{Op: "shrink", Rank: c.rank, Peer: -1, Err: err}
+	var lost []int // job ranks this rank knows to be lost
+	c.shared.goneMu.Lock()
+	for _, g := range append([]int{int(c.shared.lost.Load())}, c.shared.gone...) {
+		if g >= 0 && g < len(old) && g != c.rank {
+			lost = append(lost, old[g])
+		}
 	}
+	c.shared.goneMu.Unlock()
+	for epoch := r.shrink + 1; ; epoch++ {
+		nr := r.next(r.gen, epoch, nil)
+		n, members, err := c.shrinkRound(ctx, nr, old, lost)
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, errShrinkAgain) || ctx.Err() != nil {
+			return nil, &Error{Op: "shrink", Rank: c.rank, Peer: -1, Err: err}
+		}
+		old, lost = members, nil
+	}
+}
+
+// errShrinkAgain says a round of Shrink failed because a member died or
+// could not connect: every member sees the same and tries again.
+var errShrinkAgain = errors.New("a member was lost during shrink")
+
+// testShrinkHook, when set (export_test.go), is called at each stage of a
+// round of Shrink: "registered", "agreed", "connected".
+var testShrinkHook func(stage string)
+
+// shrinkRound is one round of Shrink in nr's epoch, among the job ranks
+// old, of which lost are known lost. It returns the new communicator; or
+// errShrinkAgain and the round's members, when a member was lost before
+// it said it had connected; or another error, which ends Shrink. nr's
+// store is released unless the communicator returned holds it.
+func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int) (*Comm, []int, error) {
+	r := c.shared.rdv
 	st := nr.st.st
 	at := func(name string) string { return nr.key(nr.epoch() + "shrink/" + name) }
+	fail := func(err error) (*Comm, []int, error) {
+		nr.st.release()
+		return nil, nil, err
+	}
 
 	// Register, and say which ranks this one knows to be lost.
 	slot, err := st.Add(ctx, at("joined"), 1)
@@ -188,16 +234,24 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	if err := st.Set(ctx, at("slot/"+strconv.FormatInt(slot, 10)), []byte(strconv.Itoa(r.jobRank))); err != nil {
 		return fail(err)
 	}
-	c.shared.goneMu.Lock()
-	gone := append([]int{int(c.shared.lost.Load())}, c.shared.gone...)
-	c.shared.goneMu.Unlock()
-	for _, g := range gone {
-		if g < 0 || g >= len(old) || g == c.rank {
-			continue
-		}
-		if err := st.Set(ctx, at("lost/"+strconv.Itoa(old[g])), []byte{1}); err != nil {
+	for _, jr := range lost {
+		if err := st.Set(ctx, at("lost/"+strconv.Itoa(jr)), []byte{1}); err != nil {
 			return fail(err)
 		}
+	}
+	if testShrinkHook != nil {
+		testShrinkHook("registered")
+	}
+	// Whether the store keeps alive keys (one with ephemeral keys does):
+	// only then does a missing one mean a dead process.
+	mine, err := peek(ctx, st, nr.aliveKey(r.jobRank))
+	if err != nil {
+		return fail(err)
+	}
+	tracksAlive := mine != nil
+	dead := func(jr int) (bool, error) {
+		a, err := peek(ctx, st, nr.aliveKey(jr))
+		return a == nil, err
 	}
 
 	// Wait until everyone is accounted for, or the wait is over.
@@ -206,7 +260,6 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		wait = DefaultShrinkWait
 	}
 	deadline := time.Now().Add(wait)
-	absent := []byte{0}  // CompareSet with it reads a key without waiting
 	in := map[int]bool{} // job ranks registered so far
 	for {
 		joined, err := st.Add(ctx, at("joined"), 0)
@@ -225,12 +278,12 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 			if in[jr] {
 				continue
 			}
-			a, err1 := st.CompareSet(ctx, nr.aliveKey(jr), absent, absent)
-			l, err2 := st.CompareSet(ctx, at("lost/"+strconv.Itoa(jr)), absent, absent)
+			d, err1 := dead(jr)
+			l, err2 := peek(ctx, st, at("lost/"+strconv.Itoa(jr)))
 			if err := errors.Join(err1, err2); err != nil {
 				return fail(err)
 			}
-			if a == nil || l != nil {
+			if d || l != nil {
 				gone++ // its process is dead, or a failure blamed it
 			}
 		}
@@ -244,8 +297,8 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		}
 	}
 
-	// The first rank to get here proposes who is in; everyone takes the
-	// first proposal.
+	// The first rank to get here proposes who is in: the registered ranks
+	// still alive. Everyone takes the first proposal.
 	joined, err := st.Add(ctx, at("joined"), 0)
 	if err != nil {
 		return fail(err)
@@ -255,6 +308,11 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		jr, err := shrinkSlot(ctx, st, at("slot/"+strconv.FormatInt(i, 10)))
 		if err != nil {
 			return fail(err)
+		}
+		if d, err := dead(jr); err != nil {
+			return fail(err)
+		} else if d && tracksAlive {
+			continue // registered, then died
 		}
 		members = append(members, jr)
 	}
@@ -283,21 +341,129 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		return fail(fmt.Errorf("%w: job rank %d arrived after the survivors %v had shrunk the communicator", ErrAborted, r.jobRank, members))
 	}
 	nr.members = members
+	if testShrinkHook != nil {
+		testShrinkHook("agreed")
+	}
 
-	ep, err := nr.connect(ctx, me, len(members))
+	// Connect. A member that dies or fails meanwhile would leave the others
+	// waiting for it until the timeout: watch for that, and stop.
+	word := func(jr int) string { return at("status/" + strconv.Itoa(jr)) }
+	cctx, stop := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			again, _, err := shrinkStatus(cctx, st, members, word, tracksAlive, dead)
+			if err != nil {
+				return // cctx ended
+			}
+			if again != "" {
+				stop(fmt.Errorf("%w: %s", errShrinkAgain, again))
+				return
+			}
+			select {
+			case <-cctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	var n *Comm
+	ep, err := nr.connect(cctx, me, len(members))
+	if err == nil {
+		if n, err = newComm(ep, c.opts); err != nil {
+			ep.Close()
+			n = nil
+		} else {
+			n.shared.rdv = nr.next(nr.gen, nr.shrink, members) // n's own hold on the store
+			if err = n.settle(cctx); err != nil {
+				n = nil // settle closed it
+			}
+		}
+	}
+	if err == nil && testShrinkHook != nil {
+		testShrinkHook("connected")
+	}
+	// Say how it went, then stop the watch.
+	say := []byte("ok")
 	if err != nil {
-		return fail(err)
+		say = []byte("failed: " + err.Error())
 	}
-	n, err := newComm(ep, c.opts)
-	if err != nil {
-		ep.Close()
-		return fail(err)
+	serr := st.Set(ctx, word(r.jobRank), say)
+	stop(nil)
+	wg.Wait()
+
+	// Agree: the round stands if every member said ok, counting one that
+	// died after saying so. A member's word is final once written, and a
+	// dead member's silence is final, so every member decides the same.
+	again := ""
+	for serr == nil {
+		var waiting bool
+		if again, waiting, serr = shrinkStatus(ctx, st, members, word, tracksAlive, dead); serr != nil || again != "" || !waiting {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			serr = classify(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	n.shared.rdv = nr
-	if err := n.settle(ctx); err != nil {
-		return nil, &Error{Op: "shrink", Rank: c.rank, Peer: -1, Err: err}
+	if serr == nil && again == "" {
+		nr.st.release()
+		return n, nil, nil
 	}
-	return n, nil
+	if n != nil {
+		n.Abort(fmt.Errorf("%w: %s", errShrinkAgain, again))
+		n.Close()
+	}
+	if serr != nil {
+		return fail(serr)
+	}
+	var alive []int // the next round's ranks
+	for _, jr := range members {
+		if d, err := dead(jr); err != nil {
+			return fail(err)
+		} else if !d || !tracksAlive {
+			alive = append(alive, jr)
+		}
+	}
+	nr.st.release()
+	return nil, alive, fmt.Errorf("%w: %s", errShrinkAgain, again)
+}
+
+// shrinkStatus reads what the members of a round of Shrink said of their
+// connecting: again says why the round must be tried again (a member
+// failed, or died without a word) and waiting whether some live member
+// has not said yet.
+func shrinkStatus(ctx context.Context, st store.Store, members []int, word func(int) string,
+	tracksAlive bool, dead func(int) (bool, error)) (again string, waiting bool, err error) {
+	for _, jr := range members {
+		// Whether it is dead first, then its word: a member dead before
+		// its word was read can no longer write one.
+		d := false
+		if tracksAlive {
+			if d, err = dead(jr); err != nil {
+				return "", false, err
+			}
+		}
+		w, err := peek(ctx, st, word(jr))
+		switch {
+		case err != nil:
+			return "", false, err
+		case w == nil && d:
+			return fmt.Sprintf("job rank %d died", jr), false, nil
+		case w == nil:
+			waiting = true
+		case string(w) != "ok":
+			return fmt.Sprintf("job rank %d %s", jr, w), false, nil
+		}
+	}
+	return "", waiting, nil
+}
+
+// peek reads key without waiting for it: nil when it is not set.
+func peek(ctx context.Context, st store.Store, key string) ([]byte, error) {
+	absent := []byte{0} // CompareSet with it reads a key without waiting
+	return st.CompareSet(ctx, key, absent, absent)
 }
 
 // Readmit forms the next generation of the world with replacement ranks:

@@ -153,6 +153,12 @@ func elasticChild(t *testing.T) {
 		if !errors.Is(err, goccl.ErrPeerClosed) {
 			t.Fatalf("rank %d: %v, want ErrPeerClosed", c.Rank(), err)
 		}
+		if role == "victim" {
+			// The other victim died first and this one saw it: it dies
+			// now rather than shrink with the survivors (and leave them
+			// a member that exits after Shrink).
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
 		s, err := c.Shrink(ctx)
 		if err != nil {
 			t.Fatalf("rank %d: shrink: %v", c.Rank(), err)
@@ -194,4 +200,107 @@ func elasticChild(t *testing.T) {
 	}
 	c.Close()
 	fmt.Printf("ELASTIC OK rank %d role %s\n", c.Rank(), role)
+}
+
+// TestShrinkSecondFailure: 4 ranks as processes over TCP; rank 3 kills
+// itself in a loop of allreduces, and rank 1, a survivor of that, is
+// killed in the middle of Shrink: once it has registered, once the members
+// are agreed (it among them), once it has connected to the others. Ranks 0
+// and 2 must end with a communicator of the two of them whose allreduce
+// works.
+func TestShrinkSecondFailure(t *testing.T) {
+	if os.Getenv(elasticChildEnv) != "" {
+		secondFailureChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	const n = 4
+	for _, stage := range []string{"registered", "agreed", "connected"} {
+		t.Run(stage, func(t *testing.T) {
+			port := freePort(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			outs := make([]strings.Builder, n)
+			cmds := make([]*exec.Cmd, n)
+			for r := range n {
+				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestShrinkSecondFailure$", "-test.count=1")
+				cmd.Env = append(childEnv(), elasticChildEnv+"="+stage, "RANK="+strconv.Itoa(r),
+					"WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
+				cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				cmds[r] = cmd
+			}
+			for _, cmd := range cmds {
+				cmd.Wait()
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the job did not end within 60 s")
+			}
+			for r, cmd := range cmds {
+				ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+				switch {
+				case r == 1 || r == 3:
+					if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+						t.Errorf("rank %d ended with %v, not SIGKILL:\n%s", r, cmd.ProcessState, outs[r].String())
+					}
+				case !strings.Contains(outs[r].String(), "SHRINK OK"):
+					t.Errorf("rank %d:\n%s", r, outs[r].String())
+				}
+			}
+		})
+	}
+}
+
+// secondFailureChild is one rank of TestShrinkSecondFailure.
+func secondFailureChild(t *testing.T) {
+	stage := os.Getenv(elasticChildEnv)
+	ctx := context.Background()
+	c, err := goccl.Init(ctx, goccl.WithTimeout(20*time.Second), goccl.WithShrinkWait(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := c.Rank()
+	if me == 1 {
+		goccl.SetTestShrinkHook(func(s string) {
+			if s == stage {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		})
+	}
+	for i := 0; ; i++ {
+		if me == 3 && i == 30 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		if err = c.AllReduce(ctx, []float64{1}, reduceop.Sum); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, goccl.ErrPeerClosed) {
+		t.Fatalf("rank %d: %v, want ErrPeerClosed", me, err)
+	}
+	s, err := c.Shrink(ctx)
+	if err != nil {
+		t.Fatalf("rank %d: shrink: %v", me, err)
+	}
+	if me == 1 {
+		t.Fatalf("rank 1 was not killed in Shrink (stage %s)", stage)
+	}
+	if s.Size() != 2 || s.JobRank() != me {
+		t.Fatalf("rank %d: shrunk to size %d, job rank %d; want 2, %d", me, s.Size(), s.JobRank(), me)
+	}
+	v := []float64{float64(me + 1)}
+	if err := s.AllReduce(ctx, v, reduceop.Sum); err != nil || v[0] != 4 {
+		t.Fatalf("rank %d: allreduce after shrink: %v %v, want 4", me, v[0], err)
+	}
+	// Close in step: rank 0 hosts the store.
+	if err := s.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c.Close()
+	fmt.Printf("SHRINK OK rank %d\n", me)
 }

@@ -19,3 +19,8 @@ func LinkedTo(c *Comm, peer int) bool {
 	}
 	return true
 }
+
+// SetTestShrinkHook makes Shrink call f at each stage of a round:
+// "registered", "agreed", "connected" (so that a test can kill its rank
+// there); nil removes it.
+func SetTestShrinkHook(f func(stage string)) { testShrinkHook = f }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/internal/flight"
+	"github.com/goccl/goccl/reduceop"
 )
 
 // The flight recorder, as PyTorch's: every communicator keeps a ring of
@@ -29,7 +30,8 @@ import (
 //
 // GOCCL_TRACE_BUFFER=N sets the ring's size (DefaultTraceBuffer; 0 turns
 // the recorder off). The cost per call is three short critical sections
-// and no clock read of its own on success (the start time comes from the
+// over a slot of plain fields (the entry is built at dump time) and no
+// clock read of its own on success (the start time comes from the
 // deadline exec computes; BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
 // the user's function that made each call, for 0.1-0.3 us more.
 
@@ -49,11 +51,55 @@ type recorder struct {
 	once    sync.Once
 }
 
+// traceSlot is one call. It holds no more pointers than it must (the op
+// and algorithm names, the call's peers while it runs): the ring is
+// rewritten on every call, and with the garbage collector running, copying
+// a whole flight.Entry into it (nine pointer words, times included) went
+// through the bulk write barrier, which cost the 8-byte allreduce more
+// than the recorder's own work (BENCHMARKS.md). The entry is built at dump
+// time.
 type traceSlot struct {
 	id      uint64 // n+1 of the call that owns the slot (0: empty)
-	e       flight.Entry
 	p       *peers // while the call is in flight or failed: whom it waits on (holds no user buffer)
+	op      string
+	algo    string
+	err     string // a failed call's error
+	group   uint64
+	seq     uint64
+	count   int64
+	root    int
+	dt      reduceop.DType
+	redop   reduceop.Op
+	state   traceState
+	issued  int64 // Unix nanoseconds; 0: not known
+	started int64
+	ended   int64
 	callers [6]uintptr
+}
+
+type traceState uint8
+
+const (
+	tsIssued traceState = iota
+	tsStarted
+	tsDone
+	tsFailed
+)
+
+var traceStates = [...]string{tsIssued: flight.Issued, tsStarted: flight.Started, tsDone: flight.Done, tsFailed: flight.Failed}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // newRecorder returns the recorder GOCCL_TRACE_BUFFER and GOCCL_TRACE_DIR
@@ -127,16 +173,18 @@ func (r *recorder) issue(k *call, async bool) {
 	k.traceID = r.n
 	s := &r.slots[(r.n-1)%uint64(len(r.slots))]
 	s.id, s.p, s.callers = r.n, k.p, pcs
-	s.e = flight.Entry{
-		Group: k.c.id, Seq: uint64(k.p.tag) & (tagP2P - 1), Op: k.op, Count: k.count,
-		Root: k.root, Algo: k.algo, State: flight.Issued, Issued: now,
+	if s.op != k.op { // the same few names, again and again: skip the write barrier
+		s.op = k.op
 	}
-	if k.dt.Valid() {
-		s.e.DType = k.dt.String()
+	if s.algo != k.algo {
+		s.algo = k.algo
 	}
-	if k.redop != 0 {
-		s.e.RedOp = k.redop.String()
+	if s.err != "" {
+		s.err = ""
 	}
+	s.group, s.seq, s.count, s.root = k.c.id, uint64(k.p.tag)&(tagP2P-1), k.count, k.root
+	s.dt, s.redop, s.state = k.dt, k.redop, tsIssued
+	s.issued, s.started, s.ended = unixNano(now), 0, 0
 	r.mu.Unlock()
 }
 
@@ -157,11 +205,12 @@ func (r *recorder) start(k *call, now time.Time) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
+	ns := unixNano(now)
 	r.mu.Lock()
 	if s := r.slot(k); s != nil {
-		s.e.State, s.e.Started = flight.Started, now
-		if s.e.Issued.IsZero() {
-			s.e.Issued = now
+		s.state, s.started = tsStarted, ns
+		if s.issued == 0 {
+			s.issued = ns
 		}
 	}
 	r.mu.Unlock()
@@ -177,12 +226,16 @@ func (r *recorder) end(k *call, err error) {
 	if err != nil {
 		now = time.Now()
 	}
+	var msg string
+	if err != nil {
+		msg = err.Error()
+	}
 	r.mu.Lock()
 	if s := r.slot(k); s != nil {
-		s.e.State = flight.Done
+		s.state = tsDone
 		if err != nil {
 			// Keep p: whom it waited on is what a dump is read for.
-			s.e.State, s.e.Error, s.e.Ended = flight.Failed, err.Error(), now
+			s.state, s.err, s.ended = tsFailed, msg, unixNano(now)
 		} else {
 			s.p = nil
 		}
@@ -206,7 +259,17 @@ func (r *recorder) entries() []flight.Entry {
 		if s.id != id {
 			continue
 		}
-		e := s.e
+		e := flight.Entry{
+			Group: s.group, Seq: s.seq, Op: s.op, Count: s.count, Root: s.root, Algo: s.algo,
+			State: traceStates[s.state], Error: s.err,
+			Issued: fromUnixNano(s.issued), Started: fromUnixNano(s.started), Ended: fromUnixNano(s.ended),
+		}
+		if s.dt.Valid() {
+			e.DType = s.dt.String()
+		}
+		if s.redop != 0 {
+			e.RedOp = s.redop.String()
+		}
 		if r.callers {
 			e.Caller = callerOf(s.callers[:])
 		}

@@ -149,6 +149,7 @@ type traceGroup struct {
 	last    map[int]*flight.Entry            // world rank -> its highest seq
 	floor   map[int]uint64                   // full rings: the lowest seq they still hold
 	unknown map[int]bool                     // no dump, or a full ring with no call of the group
+	nodump  map[int]bool                     // no dump at all
 }
 
 func (g *traceGroup) name() string {
@@ -214,7 +215,7 @@ func (j *traceJob) groups() []*traceGroup {
 		g := byID[id]
 		if g == nil {
 			g = &traceGroup{id: id, calls: map[int]map[uint64]*flight.Entry{}, last: map[int]*flight.Entry{},
-				floor: map[int]uint64{}, unknown: map[int]bool{}}
+				floor: map[int]uint64{}, unknown: map[int]bool{}, nodump: map[int]bool{}}
 			byID[id] = g
 		}
 		return g
@@ -250,7 +251,7 @@ func (j *traceJob) groups() []*traceGroup {
 			d := j.dumps[r]
 			switch {
 			case d == nil:
-				g.unknown[r] = true
+				g.unknown[r], g.nodump[r] = true, true
 			case d.full() && len(g.calls[r]) == 0:
 				g.unknown[r] = true
 			case d.full():
@@ -478,6 +479,17 @@ func (f *traceFinding) verdict() string {
 	if len(f.passed) > 0 {
 		parts = append(parts, ranksWord(f.passed)+" passed it")
 	}
+	var dumpless []int
+	for _, r := range f.unknown {
+		if f.g.nodump[r] {
+			dumpless = append(dumpless, r)
+		}
+	}
+	if len(dumpless) == 1 {
+		parts = append(parts, fmt.Sprintf("rank %d left no dump (dead?)", dumpless[0]))
+	} else if len(dumpless) > 1 {
+		parts = append(parts, fmt.Sprintf("ranks %s left no dump (dead?)", rankList(dumpless)))
+	}
 	return where + ": " + strings.Join(parts, "; ")
 }
 
@@ -490,18 +502,28 @@ type traceWait struct {
 }
 
 // waits is the wait-for graph from the calls in flight (or failed while
-// waiting) that say whom they wait on.
-func (j *traceJob) waits(gs []*traceGroup) []traceWait {
+// waiting) that say whom they wait on. The calls of a divergence whose
+// arguments differ are left out: their ranks wait on each other because
+// they made different calls, which the divergence says, not because one
+// of them hangs.
+func (j *traceJob) waits(gs []*traceGroup, fs []*traceFinding) []traceWait {
 	byID := map[uint64]*traceGroup{}
 	for _, g := range gs {
 		byID[g.id] = g
+	}
+	type call struct{ group, seq uint64 }
+	differ := map[call]bool{}
+	for _, f := range fs {
+		if f.differ {
+			differ[call{f.g.id, f.seq}] = true
+		}
 	}
 	var ws []traceWait
 	seen := map[[2]int]bool{}
 	for _, r := range sortedKeys(j.dumps) {
 		for i := range j.dumps[r].entries {
 			e := &j.dumps[r].entries[i]
-			if e.State == flight.Done {
+			if e.State == flight.Done || differ[call{e.Group, e.Seq}] {
 				continue
 			}
 			g := byID[e.Group]
@@ -680,7 +702,7 @@ func (j *traceJob) analyze() *traceReport {
 			rep.findings = append(rep.findings, f)
 		}
 	}
-	rep.waits = j.waits(rep.groups)
+	rep.waits = j.waits(rep.groups, rep.findings)
 	rep.blame = blame(rep.waits)
 	for r := range j.size {
 		if j.dumps[r] == nil {

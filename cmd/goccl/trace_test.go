@@ -135,14 +135,16 @@ func TestTraceSkipNeverEntered(t *testing.T) {
 	}
 }
 
-// A rank that calls a different collective at #7.
+// A rank that calls a different collective at #7. Ranks 0 and 2 failed
+// waiting on each other's different calls: that is the mismatch, not a
+// cycle of waits, and the verdict must not say the waits go round.
 func TestTraceDifferentCollective(t *testing.T) {
-	mine := func(op string) []flight.Entry {
-		e := tcall(7, op, flight.Failed)
+	mine := func(op string, waiting ...int) []flight.Entry {
+		e := tcall(7, op, flight.Failed, waiting...)
 		e.Error = "goccl: " + op + ": mismatch"
 		return append(doneCalls(6), e)
 	}
-	dumps := map[int][]flight.Entry{0: mine("all_reduce"), 1: mine("all_reduce"), 2: mine("broadcast"), 3: mine("all_reduce")}
+	dumps := map[int][]flight.Entry{0: mine("all_reduce", 2), 1: mine("all_reduce"), 2: mine("broadcast", 0), 3: mine("all_reduce")}
 	out, code := analyzeTrace(t, writeDumps(t, 64, dumps))
 	wantVerdict(t, out, code,
 		"problem: world #7: calls differ: ranks 0, 1, 3 called all_reduce(dtype=float32, count=1024, op=sum), rank 2 called broadcast(dtype=float32, count=1024, root=0); ranks 0-3 failed it\n")
@@ -156,6 +158,9 @@ func TestTraceDifferentCollective(t *testing.T) {
 	}
 	if strings.Contains(out, "may have") {
 		t.Errorf("a different collective is not a skip:\n%s", out)
+	}
+	if v := verdictLines(out); strings.Contains(v, "waits") {
+		t.Errorf("the waits of mismatched calls make a verdict:\n%s", out)
 	}
 }
 
@@ -205,7 +210,7 @@ func TestTraceDeadRank(t *testing.T) {
 	}
 	out, code := analyzeTrace(t, writeDumps(t, 64, map[int][]flight.Entry{0: in(3), 1: in(2), 2: in(3)}))
 	wantVerdict(t, out, code,
-		"problem: world #5 all_reduce(dtype=float32, count=1024, op=sum): ranks 0-2 still in it\n",
+		"problem: world #5 all_reduce(dtype=float32, count=1024, op=sum): ranks 0-2 still in it; rank 3 left no dump (dead?)\n",
 		"problem: everyone waits on rank 3: no dump from rank 3 (dead, or it could not write)\n")
 	if !strings.Contains(out, "  rank-3.jsonl  missing\n") {
 		t.Errorf("dumps lack rank 3:\n%s", out)
