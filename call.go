@@ -123,6 +123,9 @@ func (k *call) exec(ctx context.Context) error {
 			// peer does on another goroutine. Return after it, so that
 			// no byte lands in a buffer the caller has back.
 			c.awaitClosed()
+			if k.p != nil && k.p.drain != nil {
+				k.p.drain() // nor from a device copy still queued
+			}
 			err = c.settled(k.op, err)
 		}
 		return err

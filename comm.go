@@ -373,6 +373,7 @@ type peers struct {
 	check       bool         // send and check fingerprints
 	sent, heard peerSet      // peers the first message went to / came from
 	after       device.Event // on a framework's stream: the event the call's device work waits on (stream.go)
+	drain       func()       // after a failure on device memory: wait for the call's device work (devpath.go)
 }
 
 // peerSet is a set of ranks, without allocation up to 64 ranks.

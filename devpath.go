@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/goccl/goccl/algo"
@@ -909,8 +910,38 @@ func (c *Comm) onDevice(ctx context.Context, p *peers, v view, op reduceop.Op, a
 	dp.finish(err == nil)
 	if err == nil {
 		d.putStreams(ss) // every piece of its work was waited for
+	} else {
+		p.drain = func() { dp.drain(ss) }
 	}
 	return err
+}
+
+// drainMax bounds how long a failed call waits for its device work.
+const drainMax = 5 * time.Second
+
+// drain waits, after a failure and once the endpoint is closed (so that no
+// lane waits on the wire any more), for the lanes and then for the call's
+// streams: the device work of a failed call reads and writes the caller's
+// buffers too, and the caller may free them when the call returns. Bounded
+// by drainMax: a device that failed may never finish its work.
+func (p *devPeers) drain(ss *streamSet) {
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(drainMax)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drainMax)
+	defer cancel()
+	for _, s := range []device.Stream{ss.send, ss.recv, ss.compute} {
+		s.Synchronize(ctx)
+	}
 }
 
 // scale divides the elements of device memory b (a stand-in slice) by div
