@@ -190,8 +190,16 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 		}
 	}()
 	segment := func(t, k int) []byte { return half[t][k*seg : min((k+1)*seg, len(half[t]))] }
-	upSends := [2][]algo.Request{make([]algo.Request, nseg[0]), make([]algo.Request, nseg[1])}
-	var downSends []algo.Request
+	// Only a few slots' sends are outstanding at once, so their requests
+	// live in rings (thousands of ranks with thousands of segments each
+	// would otherwise hold every request to the end). Segment k's up send
+	// leaves in slot k+h-δ and is waited for in slot k+h+δ: at most 2h+1
+	// slots apart. Down sends are waited for three slots after they start.
+	h := algo.Log2(n)
+	w := 2*h + 2
+	upSends := [2][]algo.Request{make([]algo.Request, w), make([]algo.Request, w)}
+	var downSends [3][]algo.Request
+	slot := 0
 
 	up := func(t, k int) error {
 		s, nd := segment(t, k), trees[t]
@@ -208,14 +216,14 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 			}
 		}
 		if nd.Parent >= 0 {
-			upSends[t][k] = p.Isend(nd.Parent, s)
+			upSends[t][k%w] = p.Isend(nd.Parent, s)
 		}
 		return nil
 	}
 	down := func(t, k int) error {
 		s, nd := segment(t, k), trees[t]
 		if nd.Parent >= 0 {
-			if err := upSends[t][k].Wait(ctx); err != nil {
+			if err := upSends[t][k%w].Wait(ctx); err != nil {
 				return fmt.Errorf("tree %d up, segment %d: send to rank %d: %w", t, k, nd.Parent, err)
 			}
 			if err := algo.Recv(ctx, p, nd.Parent, s); err != nil {
@@ -223,7 +231,7 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 			}
 		}
 		for _, c := range nd.Children {
-			downSends = append(downSends, p.Isend(c, s))
+			downSends[slot%3] = append(downSends[slot%3], p.Isend(c, s))
 		}
 		return nil
 	}
@@ -232,8 +240,13 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 	// i-(h+depth), in each tree. A message sent in slot i is received in
 	// slot i+1 (see the doc comment), so no wait in a slot depends on
 	// another rank's same slot and the segments pipeline.
-	h := algo.Log2(n)
 	for i := 0; i < max(nseg[0], nseg[1])+2*h; i++ {
+		slot = i
+		if err := algo.WaitAll(ctx, downSends[i%3]...); err != nil {
+			return fmt.Errorf("tree allreduce: send down: %w", err)
+		}
+		clear(downSends[i%3])
+		downSends[i%3] = downSends[i%3][:0]
 		for t := range 2 {
 			if k := i - (h - trees[t].Depth); k >= 0 && k < nseg[t] {
 				if err := up(t, k); err != nil {
@@ -249,8 +262,10 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 			}
 		}
 	}
-	if err := algo.WaitAll(ctx, downSends...); err != nil {
-		return fmt.Errorf("tree allreduce: send down: %w", err)
+	for _, ds := range downSends {
+		if err := algo.WaitAll(ctx, ds...); err != nil {
+			return fmt.Errorf("tree allreduce: send down: %w", err)
+		}
 	}
 	return nil
 }
