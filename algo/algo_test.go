@@ -64,6 +64,36 @@ func TestCostRingFormula(t *testing.T) {
 	}
 }
 
+// TestCostShapes checks the formulas that are more than a sum of terms:
+// the binomial broadcast's recursion and the ring's overlapped reductions.
+func TestCostShapes(t *testing.T) {
+	p := algo.CostParams{Alpha: 1, Beta: 1e-3, Gamma: 1e-4}
+	const N = 1000 // N·β = 1
+	for _, tt := range []struct {
+		n    int
+		want float64
+	}{
+		{2, 2},  // α + N·β
+		{3, 3},  // α + 2N·β: the second send's α overlaps the first
+		{4, 4},  // 2(α + N·β)
+		{5, 5},  // rank 2 at α + 2N·β, its child 3 at 2α + 3N·β
+		{8, 6},  // 3(α + N·β)
+		{16, 8}, // 4(α + N·β)
+	} {
+		if got := algo.Cost(algo.Broadcast, algo.Tree, N, tt.n, p); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("tree broadcast on %d ranks: cost %v, want %v", tt.n, got, tt.want)
+		}
+	}
+	// Ring reduce-scatter on 4 ranks, blocks of 3 segments (the last one a
+	// quarter segment): 3 steps of α + B·β + (last segment)·γ.
+	seg := algo.DefaultSegmentBytes
+	B := 2*seg + seg/4
+	want := 3 * (1 + float64(B)*1e-3 + float64(seg/4)*1e-4)
+	if got := algo.Cost(algo.ReduceScatter, algo.Ring, 4*B, 4, p); math.Abs(got-want) > 1e-6*want {
+		t.Errorf("ring reduce-scatter: cost %v, want %v", got, want)
+	}
+}
+
 func TestImplements(t *testing.T) {
 	for _, c := range []algo.Collective{algo.AllReduce, algo.Broadcast, algo.Reduce, algo.AllGather, algo.ReduceScatter, algo.AllToAll, algo.Gather, algo.Scatter, algo.Barrier} {
 		n := 0
@@ -86,7 +116,8 @@ func TestSelect(t *testing.T) {
 		want  algo.Algorithm
 	}{
 		{algo.AllReduce, 8, 8, algo.Doubling},
-		{algo.AllReduce, 256 << 20, 8, algo.Halving},
+		{algo.AllReduce, 256 << 20, 8, algo.Ring}, // the ring hides its reductions behind its transfers
+		{algo.AllReduce, 1 << 20, 8, algo.Halving},
 		{algo.AllReduce, 256 << 20, 6, algo.Ring},
 		{algo.Broadcast, 8, 9, algo.Tree},
 		{algo.Broadcast, 256 << 20, 9, algo.Ring},
@@ -135,7 +166,7 @@ func TestSelectEnv(t *testing.T) {
 
 func ExampleSelect() {
 	fmt.Println(algo.Select(algo.AllReduce, 64, 8), algo.Select(algo.AllReduce, 64<<20, 8))
-	// Output: doubling halving
+	// Output: doubling ring
 }
 
 func ExamplePairwiseAllToAll() {

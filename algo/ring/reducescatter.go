@@ -19,9 +19,15 @@
 // all segment sends are started at once, and the receive of segment k+1 is
 // posted before segment k is reduced, so reduction overlaps transfer.
 //
-// Cost, with N the bytes of the whole buffer and blocks of N/n bytes:
+// Cost, with N the bytes of the whole buffer, blocks of N/n bytes and s
+// the bytes of a block's last segment (N/n when a block is one segment):
 //
-//	T = (n-1)·α + (n-1)/n·N·β + (n-1)/n·N·γ
+//	T = (n-1)·α + (n-1)/n·N·β + (n-1)·s·γ        (γ ≤ β)
+//
+// Segment k is reduced while segment k+1 arrives, so of each step's
+// reductions only the last segment's shows; the textbook (n-1)/n·N·γ
+// charges them all. Exact in the simulator (sim's costmodel_test.go);
+// algo.Cost has the γ > β case too.
 //
 // Counted exactly, with seg the segment size: rank r sends every block b
 // except its own (b ≠ r) once, as ⌈B_b/seg⌉ messages (none when the block

@@ -16,29 +16,62 @@
 //	    0   2                 3   1
 //
 // Each half is cut into S segments of at most Options.SegmentBytes, and the
-// work runs as a schedule that every rank follows in the same order: in
-// slot i, "up" for segment i of both trees (receive the children's partial
-// sums, reduce them into the segment, send it to the parent), then "down"
-// for segment i-d of both trees (receive the result from the parent, send
-// it to the children), where d is the tree depth plus one. Since every rank
-// walks the same schedule and each slot carries at most one message per
-// ordered pair of ranks, FIFO matching needs no tags, and segments of both
-// trees flow up and down at once. Each segment's result is computed only at
-// its tree's root and copied down, so all ranks end bit-identical.
+// work runs as a schedule of slots that every rank follows in the same
+// order. With h = ⌊log2 n⌋ and δ a rank's depth in a tree (0 at the root,
+// at most h), in slot i a rank does, for both trees, "up" for segment
+// i-(h-δ) (receive the children's partial sums, reduce them into the
+// segment, send it to the parent), then, for both trees, "down" for segment
+// i-(h+δ) (receive the result from the parent, send it to the children).
+// A child is one level deeper than its parent, so every message is
+// received exactly one slot after it was sent: no wait in slot i depends on
+// anything another rank does in slot i, and segment k climbs one level a
+// slot while segment k+1 follows one level below it (a pipeline, as in
+// NCCL's trees). Segment 0's trip through tree 0 of the picture above
+// (h = 2; ranks 0 and 2 at depth 2, rank 1 at depth 1, rank 3 the root):
+//
+//	slot 0:  0 -> 1, 2 -> 1     (depth 2 sends segment 0 up)
+//	slot 1:  1 -> 3             (depth 1 reduces it and sends it up)
+//	slot 2:  3 -> 1             (the root reduces it and sends it down)
+//	slot 3:  1 -> 0, 1 -> 2     (depth 1 passes it down)
+//
+// while segment 1 makes the same trip one slot behind.
+//
+// A rank sends at most one message per tree and direction a slot, in the
+// same order (up tree 0, up tree 1, down tree 0, down tree 1) as its peer
+// posts the receives a slot later, so FIFO matching needs no tags, and
+// segments of both trees flow up and down at once. Each segment's result
+// is computed only at its tree's root and copied down, so all ranks end
+// bit-identical.
 //
 // This is the double binary tree (as in NCCL), not a reduce followed by a
 // broadcast over one tree: each rank is an inner node of at most one tree,
 // so no rank has to receive or send much more than the others.
 //
-// Cost, with N the bytes of the buffer, h the depth of the trees
-// (⌊log2 n⌋) and S = ⌈N/(2·seg)⌉ segments per half:
+// Cost, with N the bytes of the buffer, h = ⌊log2 n⌋ the depth of the
+// trees, S = ⌈N/(2·seg)⌉ segments per half of m = min(seg, N/2) bytes:
 //
-//	T ≈ 2(h + S)·α + 2N·β + N·γ
+//	T ≈ (2h + S - 1)·α + 2N·β + N·γ + (h-1)·(4m·β + 2m·γ)      n ≥ 4
 //
-// (pipeline fill and drain up and down the tree, then one α per segment;
-// every rank sends about 2N bytes, N/2 up each tree plus N/2 to each child
-// in the tree where it is an inner node, and reduces about N). Counted
-// exactly: in tree t, a rank with c children and a parent sends
+// The first segment takes 2h slots up and down the tree, the others
+// follow one slot apart. In a full slot a rank that is inner in one tree
+// and a leaf in the other sends 4 segments (up each tree, down to two
+// children) and receives 4, so S slots carry 2N·β; it reduces two
+// children's segments, N·γ in all. The fill adds, per level of the trip,
+// one receive of two children's segments on the way up and one send to
+// two children on the way down (2m·β each) and two reductions. For n = 2
+// and 3 no rank sends 4 segments a slot: the β term is n/2·N·β, and for
+// n = 2 the γ term N/2·γ. Checked against the simulator (sim's
+// costmodel_test.go) this is within 0.75x..1.35x: below it for a few
+// segments on few ranks (the top of the tree has one child for n a power
+// of two, so the fill's first and last steps carry one segment, not two),
+// above it for many segments (a slot ends when its slowest transfer does,
+// so links idle between slots: 1.33x at 100 ranks and 256 MiB).
+//
+// Before this schedule the down step of slot i waited for the up sweep
+// of slot i to reach the root, so each slot cost a whole round trip of the
+// tree: 6x the formula at 16 ranks and 11x at 128 (16 MiB).
+//
+// Counted exactly: in tree t, a rank with c children and a parent sends
 // (c + 1)·S_t messages and (c + 1)·H_t bytes, H_t being the bytes of
 // half t; it receives the same. A root has no parent term.
 
@@ -67,10 +100,12 @@ func AllReduce(ctx context.Context, p algo.Peers, buf []byte) error {
 }
 
 // Node is a rank's place in one binary tree: its parent (-1 at the root)
-// and children, as real ranks.
+// and children, as real ranks, and its depth (0 at the root, at most
+// ⌊log2 n⌋).
 type Node struct {
 	Parent   int
 	Children []int
+	Depth    int
 }
 
 // DoubleTree returns rank r's place in tree 0 and tree 1 of a group of n.
@@ -119,6 +154,9 @@ func DoubleTree(n, r int) [2]Node {
 			if parent[v] != 0 {
 				out[t].Parent = rank(parent[v])
 			}
+			for u := parent[v]; u != 0; u = parent[u] {
+				out[t].Depth++
+			}
 			for _, c := range kids[v] {
 				out[t].Children = append(out[t].Children, rank(c))
 			}
@@ -152,8 +190,16 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 		}
 	}()
 	segment := func(t, k int) []byte { return half[t][k*seg : min((k+1)*seg, len(half[t]))] }
-	upSends := [2][]algo.Request{make([]algo.Request, nseg[0]), make([]algo.Request, nseg[1])}
-	var downSends []algo.Request
+	// Only a few slots' sends are outstanding at once, so their requests
+	// live in rings (thousands of ranks with thousands of segments each
+	// would otherwise hold every request to the end). Segment k's up send
+	// leaves in slot k+h-δ and is waited for in slot k+h+δ: at most 2h+1
+	// slots apart. Down sends are waited for three slots after they start.
+	h := algo.Log2(n)
+	w := 2*h + 2
+	upSends := [2][]algo.Request{make([]algo.Request, w), make([]algo.Request, w)}
+	var downSends [3][]algo.Request
+	slot := 0
 
 	up := func(t, k int) error {
 		s, nd := segment(t, k), trees[t]
@@ -170,14 +216,14 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 			}
 		}
 		if nd.Parent >= 0 {
-			upSends[t][k] = p.Isend(nd.Parent, s)
+			upSends[t][k%w] = p.Isend(nd.Parent, s)
 		}
 		return nil
 	}
 	down := func(t, k int) error {
 		s, nd := segment(t, k), trees[t]
 		if nd.Parent >= 0 {
-			if err := upSends[t][k].Wait(ctx); err != nil {
+			if err := upSends[t][k%w].Wait(ctx); err != nil {
 				return fmt.Errorf("tree %d up, segment %d: send to rank %d: %w", t, k, nd.Parent, err)
 			}
 			if err := algo.Recv(ctx, p, nd.Parent, s); err != nil {
@@ -185,30 +231,41 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 			}
 		}
 		for _, c := range nd.Children {
-			downSends = append(downSends, p.Isend(c, s))
+			downSends[slot%3] = append(downSends[slot%3], p.Isend(c, s))
 		}
 		return nil
 	}
 
-	lag := algo.Log2(n) + 1
-	for i := 0; i < max(nseg[0], nseg[1])+lag; i++ {
+	// Slot i: up for segment i-(h-depth), then down for segment
+	// i-(h+depth), in each tree. A message sent in slot i is received in
+	// slot i+1 (see the doc comment), so no wait in a slot depends on
+	// another rank's same slot and the segments pipeline.
+	for i := 0; i < max(nseg[0], nseg[1])+2*h; i++ {
+		slot = i
+		if err := algo.WaitAll(ctx, downSends[i%3]...); err != nil {
+			return fmt.Errorf("tree allreduce: send down: %w", err)
+		}
+		clear(downSends[i%3])
+		downSends[i%3] = downSends[i%3][:0]
 		for t := range 2 {
-			if i < nseg[t] {
-				if err := up(t, i); err != nil {
+			if k := i - (h - trees[t].Depth); k >= 0 && k < nseg[t] {
+				if err := up(t, k); err != nil {
 					return fmt.Errorf("tree allreduce: %w", err)
 				}
 			}
 		}
 		for t := range 2 {
-			if j := i - lag; j >= 0 && j < nseg[t] {
-				if err := down(t, j); err != nil {
+			if k := i - (h + trees[t].Depth); k >= 0 && k < nseg[t] {
+				if err := down(t, k); err != nil {
 					return fmt.Errorf("tree allreduce: %w", err)
 				}
 			}
 		}
 	}
-	if err := algo.WaitAll(ctx, downSends...); err != nil {
-		return fmt.Errorf("tree allreduce: send down: %w", err)
+	for _, ds := range downSends {
+		if err := algo.WaitAll(ctx, ds...); err != nil {
+			return fmt.Errorf("tree allreduce: send down: %w", err)
+		}
 	}
 	return nil
 }

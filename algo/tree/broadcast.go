@@ -7,9 +7,15 @@
 //	round 1:  0 -> 2
 //	round 2:  0 -> 1      2 -> 3
 //
-// Cost, with N the bytes of the buffer:
+// Cost, with N the bytes of the buffer, for n a power of two:
 //
-//	T = ⌈log2 n⌉·(α + N·β)
+//	T = log2(n)·(α + N·β)
+//
+// A rank sends to its children one after the other, each send leaving N·β
+// after the one before and arriving α later, so for other n the latencies
+// of a rank's later sends overlap its earlier ones: three ranks take
+// α + 2N·β, not 2(α + N·β). algo.Cost has the exact recursion (W in its
+// table), which the simulator matches.
 //
 // Counted exactly (N > 0): every rank but the root receives one message of
 // N bytes; rank v (relative to the root) sends one to each of its children,

@@ -14,6 +14,12 @@
 //
 //	T = ⌈log2 n⌉·α + (n-1)/n·N·β
 //
+// A rank sends to its children one after the other, largest subtree first,
+// waiting for each send to leave before it starts the next, so the child
+// with the most to forward starts first (started at once, the sends would
+// share the rank's link and the largest subtree would get its blocks last:
+// 1.94x the formula at 128 ranks and 16 MiB in the simulator).
+//
 // Counted exactly: every rank but the root receives its subtree's blocks
 // from its parent (one message per non-empty piece); the root sends N minus
 // its own block.
@@ -51,19 +57,18 @@ func Scatter(ctx context.Context, p algo.Peers, buf []byte, counts []int, root i
 			}
 		}
 	}
-	var reqs []algo.Request
-	var tos []int
+	// One child after the other, largest subtree first: sent at once, the
+	// children would share this rank's link and the largest subtree, which
+	// has the most left to forward, would get its blocks last.
 	for _, m := range children(v, n) {
 		c := v + m
 		lo, hi := subtree(c, n)
+		var reqs []algo.Request
 		for _, pc := range pieces(off, root, lo, hi) {
 			reqs = append(reqs, p.Isend((c+root)%n, buf[pc[0]:pc[1]]))
-			tos = append(tos, (c+root)%n)
 		}
-	}
-	for i, r := range reqs {
-		if err := r.Wait(ctx); err != nil {
-			return fmt.Errorf("tree scatter: send to rank %d: %w", tos[i], err)
+		if err := algo.WaitAll(ctx, reqs...); err != nil {
+			return fmt.Errorf("tree scatter: send to rank %d: %w", (c+root)%n, err)
 		}
 	}
 	return nil

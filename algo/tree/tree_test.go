@@ -30,15 +30,15 @@ func TestDoubleTree(t *testing.T) {
 		got[r] = tree.DoubleTree(4, r)
 	}
 	want := [4][2]tree.Node{
-		{{Parent: 1}, {Parent: -1, Children: []int{2}}},
-		{{Parent: 3, Children: []int{0, 2}}, {Parent: 2}},
-		{{Parent: 1}, {Parent: 0, Children: []int{3, 1}}},
-		{{Parent: -1, Children: []int{1}}, {Parent: 2}},
+		{{Parent: 1, Depth: 2}, {Parent: -1, Children: []int{2}}},
+		{{Parent: 3, Children: []int{0, 2}, Depth: 1}, {Parent: 2, Depth: 2}},
+		{{Parent: 1, Depth: 2}, {Parent: 0, Children: []int{3, 1}, Depth: 1}},
+		{{Parent: -1, Children: []int{1}}, {Parent: 2, Depth: 2}},
 	}
 	for r := range 4 {
 		for tr := range 2 {
 			g, w := got[r][tr], want[r][tr]
-			if g.Parent != w.Parent || !slices.Equal(g.Children, w.Children) {
+			if g.Parent != w.Parent || !slices.Equal(g.Children, w.Children) || g.Depth != w.Depth {
 				t.Errorf("rank %d tree %d: %+v, want %+v", r, tr, g, w)
 			}
 		}
@@ -54,6 +54,16 @@ func TestDoubleTree(t *testing.T) {
 					t.Errorf("n=%d tree %d: rank %d's parent %d does not list it", n, tr, r, nd.Parent)
 				}
 				edges += len(nd.Children)
+				// The allreduce's schedule relies on these: a message
+				// is received one slot after it is sent.
+				if nd.Depth > algo.Log2(n) {
+					t.Errorf("n=%d tree %d: rank %d at depth %d > log2 n", n, tr, r, nd.Depth)
+				}
+				for _, c := range nd.Children {
+					if d := tree.DoubleTree(n, c)[tr].Depth; d != nd.Depth+1 {
+						t.Errorf("n=%d tree %d: rank %d at depth %d has child %d at depth %d", n, tr, r, nd.Depth, c, d)
+					}
+				}
 			}
 			if roots != 1 || edges != n-1 {
 				t.Errorf("n=%d tree %d: %d roots, %d edges", n, tr, roots, edges)
