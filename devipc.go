@@ -1,12 +1,12 @@
 package goccl
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strings"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/transport"
 )
@@ -199,9 +199,7 @@ func (l *lane) pipeline(c chunk) error {
 // chunk does (the first message of the call carries the fingerprint).
 func (p *devPeers) wire(peer int, send bool, b []byte) error {
 	p.mu.Lock()
-	var r interface {
-		Wait(ctx context.Context) error
-	}
+	var r algo.Request
 	if send {
 		r = p.peers.Isend(peer, b)
 	} else {

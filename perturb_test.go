@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -890,7 +891,7 @@ func TestPerturbedSequencesTCP(t *testing.T) {
 	ptRunAll(t, ptSeeds(1001, 15), func(tr ptTrial) ([]*goccl.Comm, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		kv := &ptKV{vals: map[string][]byte{}, set: map[string]chan struct{}{}}
+		kv := testutil.NewKV()
 		comms := make([]*goccl.Comm, tr.n)
 		errs := make([]error, tr.n)
 		var wg sync.WaitGroup
@@ -918,46 +919,4 @@ func TestPerturbedSequencesTCP(t *testing.T) {
 		}
 		return comms, nil
 	})
-}
-
-// ptKV is an in-memory rendezvous store for ranks in one process: Get
-// waits until the key is set.
-type ptKV struct {
-	mu   sync.Mutex
-	vals map[string][]byte
-	set  map[string]chan struct{}
-}
-
-func (kv *ptKV) ch(key string) chan struct{} {
-	c := kv.set[key]
-	if c == nil {
-		c = make(chan struct{})
-		kv.set[key] = c
-	}
-	return c
-}
-
-func (kv *ptKV) Set(ctx context.Context, key string, value []byte) error {
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	_, had := kv.vals[key]
-	kv.vals[key] = slices.Clone(value)
-	if !had {
-		close(kv.ch(key))
-	}
-	return nil
-}
-
-func (kv *ptKV) Get(ctx context.Context, key string) ([]byte, error) {
-	kv.mu.Lock()
-	c := kv.ch(key)
-	kv.mu.Unlock()
-	select {
-	case <-c:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	return kv.vals[key], nil
 }

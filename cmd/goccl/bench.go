@@ -562,7 +562,7 @@ func (p *progress) finish() {
 // loop: "timed start", "call", "refill", "check", "timed end".
 var benchTrace func(rank int, ev string)
 
-func trace(rank int, ev string) {
+func benchEvent(rank int, ev string) {
 	if benchTrace != nil {
 		benchTrace(rank, ev)
 	}
@@ -593,7 +593,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 	// reset or validate inside it, so the figures are the same with and
 	// without -check (TestBenchCheckDoesNotChangeTiming).
 	sent0 := c.Traffic().Total().SentBytes
-	trace(b.rank, "timed start")
+	benchEvent(b.rank, "timed start")
 	start := time.Now()
 	for i := 0; i < cfg.iters; i++ {
 		if err := b.run(ctx, c); err != nil {
@@ -601,7 +601,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 		}
 	}
 	elapsed := time.Since(start)
-	trace(b.rank, "timed end")
+	benchEvent(b.rank, "timed end")
 	sent := float64(c.Traffic().Total().SentBytes-sent0) / float64(cfg.iters)
 	// -check validates one more call, untimed, as nccl-tests does: the
 	// inputs are refilled first (the in-place collectives left the sums of

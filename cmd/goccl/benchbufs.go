@@ -81,7 +81,7 @@ func newBenchBufs(cfg *benchConfig, rank, n, count int) *benchBufs {
 // reset refills the inputs (the in-place collectives overwrite them), on
 // the device too with -device.
 func (b *benchBufs) reset(ctx context.Context) error {
-	trace(b.rank, "refill")
+	benchEvent(b.rank, "refill")
 	b.fill()
 	if b.dev == nil || b.dsend == nil {
 		return nil
@@ -197,7 +197,7 @@ func (b *benchBufs) inPlace() bool {
 // calls, so that -check allocates nothing before them that the garbage
 // collector could be busy with while they run.
 func (b *benchBufs) wrong(ctx context.Context) (int64, error) {
-	trace(b.rank, "check")
+	benchEvent(b.rank, "check")
 	want := b.expected()
 	if want == nil {
 		return 0, nil
@@ -222,7 +222,7 @@ func (b *benchBufs) wrong(ctx context.Context) (int64, error) {
 }
 
 func (b *benchBufs) run(ctx context.Context, c *goccl.Comm) error {
-	trace(b.rank, "call")
+	benchEvent(b.rank, "call")
 	cfg := b.cfg
 	send, recv := b.args()
 	switch cfg.op {

@@ -92,27 +92,23 @@ func (OneBitKernel) PackUpdateOn(s device.Stream, bits, err, scale device.Buffer
 // AccumulateSignsOn enqueues onebit.Kernel's AccumulateSigns on s: dst
 // (float32), bits (uint8) and the scale in scale[0] (float32).
 func (OneBitKernel) AccumulateSignsOn(s device.Stream, dst, bits, scale device.Buffer) error {
-	const op = "onebit accumulate signs"
-	hs, db, bb, sc, e := oneBitArgs(op, s, dst, "dst", bits, scale)
-	if e != nil || db.n == 0 {
-		return e
-	}
-	return hs.kernel(op, []*Buffer{db, bb, sc}, func() {
-		onebit.HostKernel{}.AccumulateSigns(f32(db), bb.mem, f32(sc)[0])
-	})
+	return unpackOn("onebit accumulate signs", s, dst, bits, scale, onebit.HostKernel{}.AccumulateSigns)
 }
 
 // DecompressOn enqueues onebit.Kernel's Decompress on s: dst (float32),
 // bits (uint8) and the scale in scale[0] (float32).
 func (OneBitKernel) DecompressOn(s device.Stream, dst, bits, scale device.Buffer) error {
-	const op = "onebit decompress"
+	return unpackOn("onebit decompress", s, dst, bits, scale, onebit.HostKernel{}.Decompress)
+}
+
+// unpackOn enqueues step, one of HostKernel's unpacking loops, on dst from
+// bits with the scale in scale[0].
+func unpackOn(op string, s device.Stream, dst, bits, scale device.Buffer, step func([]float32, []uint8, float32)) error {
 	hs, db, bb, sc, e := oneBitArgs(op, s, dst, "dst", bits, scale)
 	if e != nil || db.n == 0 {
 		return e
 	}
-	return hs.kernel(op, []*Buffer{db, bb, sc}, func() {
-		onebit.HostKernel{}.Decompress(f32(db), bb.mem, f32(sc)[0])
-	})
+	return hs.kernel(op, []*Buffer{db, bb, sc}, func() { step(f32(db), bb.mem, f32(sc)[0]) })
 }
 
 // oneBitArgs checks the arguments shared by the packing and unpacking

@@ -3,6 +3,7 @@ package ib_test
 import (
 	"context"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"sync"
 
 	"github.com/goccl/goccl/transport/ib"
@@ -15,7 +16,7 @@ import (
 func ExampleConnect() {
 	ctx := context.Background()
 	fabric := ibfake.New()
-	kv := newMemKV() // a real job uses its store: store.WithPrefix(client, "goccl/<job>/")
+	kv := testutil.NewKV() // a real job uses its store: store.WithPrefix(client, "goccl/<job>/")
 	eps := make([]*ib.Endpoint, 2)
 	var wg sync.WaitGroup
 	for r := range 2 {

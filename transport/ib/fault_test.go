@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,7 +291,7 @@ func TestCreditsBothWays(t *testing.T) {
 
 // tamperKV corrupts one rank's published queue pair entry.
 type tamperKV struct {
-	*memKV
+	*testutil.KV
 	key string
 }
 
@@ -299,7 +300,7 @@ func (k *tamperKV) Set(ctx context.Context, key string, value []byte) error {
 		value = append([]byte(nil), value...)
 		value[20] ^= 1 // inside the queue pair number
 	}
-	return k.memKV.Set(ctx, key, value)
+	return k.KV.Set(ctx, key, value)
 }
 
 // TestHandshake: an entry that does not carry the right MAC (another
@@ -317,7 +318,7 @@ func TestHandshake(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			f := ibfake.New()
-			kv := &tamperKV{memKV: newMemKV(), key: tc.tamper}
+			kv := &tamperKV{KV: testutil.NewKV(), key: tc.tamper}
 			errs := make([]error, 2)
 			var wg sync.WaitGroup
 			for r := range 2 {

@@ -3,6 +3,7 @@ package ib_test
 import (
 	"context"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"sync"
 	"testing"
 	"time"
@@ -13,51 +14,6 @@ import (
 	"github.com/goccl/goccl/transport/transporttest"
 )
 
-// memKV is an in-memory KV: Get waits until the key is set.
-type memKV struct {
-	mu   sync.Mutex
-	vals map[string][]byte
-	set  map[string]chan struct{} // closed when the key is first set
-}
-
-func newMemKV() *memKV {
-	return &memKV{vals: map[string][]byte{}, set: map[string]chan struct{}{}}
-}
-
-func (kv *memKV) ch(key string) chan struct{} {
-	c := kv.set[key]
-	if c == nil {
-		c = make(chan struct{})
-		kv.set[key] = c
-	}
-	return c
-}
-
-func (kv *memKV) Set(ctx context.Context, key string, value []byte) error {
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	_, had := kv.vals[key]
-	kv.vals[key] = append([]byte(nil), value...)
-	if !had {
-		close(kv.ch(key))
-	}
-	return nil
-}
-
-func (kv *memKV) Get(ctx context.Context, key string) ([]byte, error) {
-	kv.mu.Lock()
-	c := kv.ch(key)
-	kv.mu.Unlock()
-	select {
-	case <-c:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	return kv.vals[key], nil
-}
-
 // devName is the fake device of rank r.
 func devName(r int) string { return fmt.Sprintf("hca%d", r) }
 
@@ -67,7 +23,7 @@ func connect(t testing.TB, f *ibfake.Fabric, size int, tweak func(*ib.Config)) [
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	kv := newMemKV()
+	kv := testutil.NewKV()
 	if f != nil {
 		// Runs after the endpoints are closed (cleanups run last first).
 		t.Cleanup(func() { checkFabric(t, f) })

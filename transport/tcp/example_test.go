@@ -3,6 +3,7 @@ package tcp_test
 import (
 	"context"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"sync"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv := newMemKV()
+	kv := testutil.NewKV()
 	var wg sync.WaitGroup
 	for rank := range 2 {
 		wg.Go(func() {

@@ -62,7 +62,7 @@ func TestStrangerFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var logs testutil.Buffer
-	base := tcp.Config{Size: size, JobID: fmt.Sprintf("flood-%d", jobSeq.Add(1)), KV: newMemKV(),
+	base := tcp.Config{Size: size, JobID: fmt.Sprintf("flood-%d", jobSeq.Add(1)), KV: testutil.NewKV(),
 		ListenHost: "127.0.0.1", Secret: []byte("flood"), HandshakeTimeout: deadline, MaxPending: maxPending,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 

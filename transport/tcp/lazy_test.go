@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/testutil"
 	"sync"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestLazyUnreachablePeer(t *testing.T) {
 func TestLazyWrongSecretRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kv := newMemKV()
+	kv := testutil.NewKV()
 	job := fmt.Sprintf("job-%d", jobSeq.Add(1))
 	eps, err := connectAll(ctx, 3, tcp.Config{Lazy: true, Secret: []byte("right"), KV: kv, JobID: job})
 	if err != nil {
@@ -195,7 +196,7 @@ func TestLazyWrongSecretRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ikv := newMemKV()
+	ikv := testutil.NewKV()
 	ikv.Set(ctx, tcp.AddrKey(2), addr)
 	ikv.Set(ctx, tcp.AddrKey(0), []byte("127.0.0.1:1")) // nobody
 	ictx, icancel := context.WithTimeout(ctx, 3*time.Second)

@@ -238,7 +238,7 @@ func newStrangerJob(t *testing.T) *strangerJob {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	logs := new(testutil.Buffer)
 	j := &strangerJob{t: t, ctx: ctx, logs: logs, base: tcp.Config{
-		Size: 3, JobID: fmt.Sprintf("job-%d", jobSeq.Add(1)), KV: newMemKV(), ListenHost: "127.0.0.1",
+		Size: 3, JobID: fmt.Sprintf("job-%d", jobSeq.Add(1)), KV: testutil.NewKV(), ListenHost: "127.0.0.1",
 		Secret: []byte("right"), Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		HandshakeTimeout: strangerHandshake,
 	}}

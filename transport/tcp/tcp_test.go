@@ -27,7 +27,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // connectAll runs Connect for every rank on goroutines of this process.
 func connectAll(ctx context.Context, size int, base tcp.Config) ([]transport.Endpoint, error) {
 	if base.KV == nil {
-		base.KV = newMemKV()
+		base.KV = testutil.NewKV()
 	}
 	if base.JobID == "" {
 		base.JobID = fmt.Sprintf("job-%d", jobSeq.Add(1))
@@ -140,7 +140,7 @@ func TestHandshakeRefused(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			var logs testutil.Buffer
-			kv := newMemKV()
+			kv := testutil.NewKV()
 			base := tcp.Config{Size: 2, JobID: "job", KV: kv, ListenHost: "127.0.0.1",
 				Secret: []byte("right"), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 			// Rank 1 waits for rank 0.
@@ -201,7 +201,7 @@ func TestHandshakeRefused(t *testing.T) {
 func TestStrangerGarbage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	kv := newMemKV()
+	kv := testutil.NewKV()
 	var logs testutil.Buffer
 	base := tcp.Config{Size: 2, JobID: "job", KV: kv, ListenHost: "127.0.0.1",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -245,7 +245,7 @@ func TestStrangerGarbage(t *testing.T) {
 func TestConnectTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := tcp.Config{Rank: 0, Size: 2, JobID: "lonely", KV: newMemKV(), ListenHost: "127.0.0.1",
+	cfg := tcp.Config{Rank: 0, Size: 2, JobID: "lonely", KV: testutil.NewKV(), ListenHost: "127.0.0.1",
 		Logger: quiet, InitTimeout: 100 * time.Millisecond}
 	_, err := tcp.Connect(ctx, cfg)
 	if !errors.Is(err, context.DeadlineExceeded) {

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/goccl/goccl/internal/testutil"
 	"math/big"
 	"net"
 	"os"
@@ -76,7 +77,7 @@ func TestTLSRefusesUntrusted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv := newMemKV()
+	kv := testutil.NewKV()
 	errs := make(chan error, 2)
 	for r, c := range []*tcp.Config{{TLS: good}, {TLS: bad}} {
 		go func() {
