@@ -43,6 +43,9 @@ func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Alg
 	if err := c.checkOp(name, op, v.dt); err != nil {
 		return nil, err
 	}
+	if v.dev == nil && c.useBoard(v.bytes(), force == "" || name == commslog.InferenceAllReduce) {
+		return c.boardAllReduce(name, v, op), nil
+	}
 	a, fn := c.pickAllReduce(v.bytes(), force)
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))

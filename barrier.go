@@ -14,6 +14,13 @@ import (
 // Barrier returns once every rank of the group has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	const name = commslog.Barrier
+	if c.useBoard(0, true) {
+		k := c.newCall(name, 0, 0, algoBoard)
+		k.onBoard = true
+		p := c.peers(k, reduceop.Uint8, nil)
+		k.run = func(ctx context.Context) error { return c.board.barrier(ctx, p, k.prev) }
+		return k.exec(ctx)
+	}
 	k := c.newCall(name, 0, 0, algo.Dissemination)
 	p := c.peers(k, reduceop.Uint8, nil)
 	k.run = func(ctx context.Context) error { return barrierFunc(ctx, p) }

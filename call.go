@@ -43,9 +43,16 @@ type call struct {
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
 
-	traceID uint64 // the flight recorder's number for it (trace.go), 0: none
+	traceID uint64  // the flight recorder's number for it (trace.go), 0: none
+	ctx     callCtx // what it runs under (exec)
 
-	p *peers // what the call runs on, once ordered (nil: no bytes move)
+	// onBoard: the call runs on the group's board (board.go); prev is
+	// this rank's previous board call in the same slot row, set by take.
+	onBoard bool
+	prev    uint64
+
+	p   *peers // what the call runs on, once ordered (nil: no bytes move)
+	own peers  // what p points to: one allocation for both
 }
 
 // checked turns a constructor's (call, error) result into one call whose
@@ -80,8 +87,9 @@ func (k *call) exec(ctx context.Context) error {
 	}
 	rec := c.shared.flight
 	caller := ctx
-	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
-	defer cancel()
+	k.ctx.init(caller, c.opts.timeout)
+	ctx = &k.ctx
+	defer k.ctx.release()
 	if rec != nil {
 		rec.start(k, startTime(caller, ctx, c.opts.timeout))
 	}

@@ -149,9 +149,9 @@ func (k *call) agree(count int, redop reduceop.Op, root int) *call {
 // peers returns the algo.Peers a call runs on. Its tag, which fixes the
 // call's order among collectives, is taken when the call starts (take).
 func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) error) *peers {
-	p := &peers{c: c, op: k.op, elem: dt.Size(), reduce: reduce, check: !c.opts.noCheck}
-	k.p = p
-	return p
+	k.own = peers{c: c, op: k.op, elem: dt.Size(), reduce: reduce, check: !c.opts.noCheck}
+	k.p = &k.own
+	return k.p
 }
 
 // take orders the call: its tag, and the fingerprint that carries it.
@@ -163,10 +163,19 @@ func (k *call) take(async bool) {
 		return
 	}
 	c := k.c
-	p.tag = c.order()
-	if p.check {
+	if k.onBoard {
+		p.tag, k.prev = c.orderBoard()
+	} else {
+		p.tag = c.order()
+	}
+	if p.check || c.board != nil {
 		p.fp = makeFingerprint(k, c.id, p.tag)
+	}
+	if p.check {
 		c.shared.history.add(p.fp)
+	}
+	if c.board != nil && !k.onBoard {
+		c.board.announce(uint64(p.tag)&(tagP2P-1), &p.fp)
 	}
 	c.shared.flight.issue(k, async)
 }

@@ -46,6 +46,7 @@ type Comm struct {
 	rank   int    // rank in this group
 	ranks  []int  // group rank -> endpoint (world) rank
 	opts   options
+	board  *board // small collectives in shared memory (board.go), or nil
 
 	seq      atomic.Uint64 // collectives started on this group
 	track    callTrack     // which of them are finished (stray.go)
@@ -75,8 +76,9 @@ type shared struct {
 	left     map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
 	doneOne  sync.Once
 	log      *commslog.Logger
-	rdv      *rendezvous // how Init met the other ranks, or nil (elastic.go)
-	devs     devices     // per-device streams and pools of the device data path (devpath.go)
+	rdv      *rendezvous       // how Init met the other ranks, or nil (elastic.go)
+	devs     devices           // per-device streams and pools of the device data path (devpath.go)
+	boarder  transport.Boarder // the endpoint's boards (board.go), or nil
 }
 
 type options struct {
@@ -187,6 +189,8 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.flight = newRecorder(o.getenv)
 	sh.devs.noIPC = ipcDisabled(o.getenv(EnvDeviceIPC))
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
+	sh.boarder, _ = ep.(transport.Boarder)
+	c.board = newBoard(c, sh.boarder)
 	sh.groups.Store(uint64(0), c)
 	sh.flight.watchSignal(c)
 	if sr, ok := ep.(transport.StrayReporter); ok {
@@ -260,6 +264,7 @@ func (c *Comm) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.board.close()
 	if c.id != 0 {
 		return nil
 	}
@@ -527,8 +532,26 @@ func reducer(k reduceop.Kernel, dt reduceop.DType, op reduceop.Op) func(dst, src
 	if op == reduceop.Avg {
 		op = reduceop.Sum
 	}
+	if _, ok := k.(reduceop.Host); ok && int(dt) < len(hostReducers) && int(op) < len(hostReducers[dt]) {
+		if f := hostReducers[dt][op]; f != nil {
+			return f // made once: a call on the latency path allocates none
+		}
+	}
 	return func(dst, src []byte) error { return k.Reduce(dt, op, dst, src) }
 }
+
+// hostReducers holds reducer's functions for the host kernel, by dtype
+// and op.
+var hostReducers = func() (t [16][16]func(dst, src []byte) error) {
+	for dt := range t {
+		for _, op := range reduceop.Ops {
+			if reduceop.DType(dt).Valid() && int(op) < len(t[dt]) {
+				t[dt][op] = func(dst, src []byte) error { return (reduceop.Host{}).Reduce(reduceop.DType(dt), op, dst, src) }
+			}
+		}
+	}
+	return t
+}()
 
 // SetAlgorithm forces an algorithm family for the collectives started
 // after it returns ("" goes back to the cost model). Every rank must call

@@ -172,7 +172,7 @@ func TestDeviceAndHostBufferMismatch(t *testing.T) {
 	}, goccl.WithTimeout(10*time.Second))
 	for r, err := range errs {
 		if !errors.Is(err, goccl.ErrMismatch) {
-			t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+			t.Errorf("rank %d: %v, want ErrMismatch (all: %v)", r, err, errs)
 		}
 	}
 }

@@ -48,6 +48,7 @@ func (c *Comm) child(members []int) *Comm {
 		return nil
 	}
 	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts}
+	g.board = newBoard(g, c.shared.boarder)
 	c.shared.groups.LoadOrStore(g.id, g) // a hash collision keeps the first
 	return g
 }

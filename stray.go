@@ -34,9 +34,10 @@ import (
 
 // callTrack follows which of a communicator's calls are finished.
 type callTrack struct {
-	mu       sync.Mutex
-	inflight []uint64 // ordered, not yet finished (a few at most)
-	retired  atomic.Uint64
+	mu        sync.Mutex
+	inflight  []uint64 // ordered, not yet finished (a few at most)
+	retired   atomic.Uint64
+	boardLast [2]uint64 // the last board call ordered in each slot row (board.go); mu
 }
 
 // order takes the call's tag and counts it in flight, as one step, so
@@ -48,6 +49,20 @@ func (c *Comm) order() transport.Tag {
 	tag := c.nextTag()
 	t.inflight = append(t.inflight, uint64(tag)&(tagP2P-1))
 	return tag
+}
+
+// orderBoard is order for a call that runs on the board: it also returns
+// this rank's previous board call in the call's slot row, which must be
+// written and acked before the slot takes this one.
+func (c *Comm) orderBoard() (tag transport.Tag, prev uint64) {
+	t := &c.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tag = c.nextTag()
+	seq := uint64(tag) & (tagP2P - 1)
+	t.inflight = append(t.inflight, seq)
+	prev, t.boardLast[seq&1] = t.boardLast[seq&1], seq
+	return tag, prev
 }
 
 // finishCall marks the call seq of c finished and returns the sequence

@@ -111,7 +111,8 @@ func NewWithConfig(size int, cfg Config) []transport.Endpoint {
 	for i := range size {
 		m.eps[i] = &endpoint{mesh: m, rank: i, m: transport.NewMatcher(size)}
 		if cfg.Spin > 0 {
-			m.eps[i].m.SetSpin(transport.NewSpinner(cfg.Spin))
+			m.eps[i].spin = transport.NewSpinner(cfg.Spin)
+			m.eps[i].m.SetSpin(m.eps[i].spin)
 		}
 		out[i] = m.eps[i]
 	}
@@ -119,10 +120,11 @@ func NewWithConfig(size int, cfg Config) []transport.Endpoint {
 }
 
 type mesh struct {
-	cfg   Config
-	eps   []*endpoint
-	links []link // [from*size+to]
-	kills []Fault
+	cfg    Config
+	eps    []*endpoint
+	links  []link // [from*size+to]
+	kills  []Fault
+	boards boards
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -149,6 +151,7 @@ type endpoint struct {
 	mesh *mesh
 	rank int
 	m    *transport.Matcher
+	spin *transport.Spinner // receives' and boards' spin policy, or nil
 
 	mu     sync.RWMutex // read-held by sends in flight, write-held by Close
 	closed bool         // guarded by mu
@@ -346,6 +349,7 @@ func (e *endpoint) Close() error {
 	e.dead.Store(true)
 	e.mu.Unlock()
 	e.m.Abort(transport.ErrClosed)
+	e.mesh.wakeBoards(e.rank)
 	n := len(e.mesh.eps)
 	for p := range n {
 		out := &e.mesh.links[e.rank*n+p]

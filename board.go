@@ -1,0 +1,313 @@
+package goccl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport"
+)
+
+// The board: small collectives in shared memory. Where every rank of a
+// group shares memory with every other (goroutines over transport/mem),
+// the transport offers a block that all of them map (transport.Board),
+// and allreduces of up to boardMax bytes and barriers run on it instead
+// of over messages: each rank writes its contribution, with its call's
+// fingerprint, into a slot of its own, publishes it by storing the call's
+// sequence number, and reads every other rank's slot straight from the
+// block. There is no message, no matching, no copy into a queue, and no
+// wake-up while the ranks keep pace; an 8-byte allreduce on two ranks
+// costs a few cache-line transfers. NCCL's LL protocol and Open MPI's
+// shared-memory collectives do the same.
+//
+// Every rank reduces the slots in rank order, 0 first, so that every rank
+// holds the same bits. Picture for 4 ranks, call #9 (odd: slot row 1):
+//
+//	row 1:  [r0 #9 | a0]  [r1 #9 | a1]  [r2 #9 | a2]  [r3 #9 | a3]
+//	each rank:  buf = a0 + a1 + a2 + a3, then acks the four slots
+//
+// Cost: one write of m bytes and n-1 reads of m bytes per rank, and the
+// reduction of n slots: α_mem + n·m·(β_mem + γ), α_mem being a cache-line
+// transfer (tens of nanoseconds), against ⌈log2 n⌉ message rounds.
+//
+// Layout, for n members (every field at a 64-byte line's start where
+// members poll it):
+//
+//	announce  n × 8 lines: member m's entry e = seq mod 8 holds the seq
+//	          and fingerprint of its call seq, written only for calls that
+//	          do not run on the board
+//	slots     2 rows × n slots; member m's slot in row seq mod 2:
+//	            line 0: seq u64 | len u64 | fingerprint [32]
+//	            acks:   n × u64, reader r's ack at word r (the last seq it read)
+//	            payload: boardMax bytes
+//
+// Slots are reused: a rank writes its slot in row p for call s only once
+// its previous board call in that row, prev, is written and every other
+// rank has acked it. While ranks keep pace this holds on arrival (a rank
+// reaches call s+2 only after reading everyone's call s+1, which they
+// wrote after reading call s); async calls and calls from several
+// goroutines wait for it.
+//
+// Mismatches. A slot carries its call's fingerprint, and the reader
+// compares it with its own, as for a first message. A rank whose call
+// does not run on the board (another count, another collective) leaves
+// its slot alone and announces the call instead; a rank waiting for its
+// slot at call s that finds the announcement of s fails at once with
+// ErrMismatch naming it. A lost member (its endpoint closed) and an abort
+// end every wait.
+const (
+	boardMax  = 1 << 10 // the largest payload that runs on the board
+	boardAnn  = 8       // announcement entries per member
+	boardLine = 64
+	algoBoard = algo.Algorithm("board")
+)
+
+// EnvBoard set to 0 (or off, false) keeps small collectives off the board,
+// over messages, for comparison (goccl bench -transport mem with and
+// without it).
+const EnvBoard = "GOCCL_BOARD"
+
+// board is one group's block, from one member's side.
+type board struct {
+	tb     transport.Board
+	mem    []byte
+	n, me  int
+	slot   int // bytes of one slot
+	data   int // offset of the slot rows
+	paying int // offset of the payload within a slot
+}
+
+// newBoard returns c's board, or nil where its transport has none or the
+// environment says no.
+func newBoard(c *Comm, bd transport.Boarder) *board {
+	if bd == nil || c.Size() < 2 || ipcDisabled(c.opts.getenv(EnvBoard)) {
+		return nil
+	}
+	n := c.Size()
+	acks := (n*8 + boardLine - 1) / boardLine * boardLine
+	b := &board{n: n, me: c.rank, slot: boardLine + acks + boardMax, paying: boardLine + acks}
+	b.data = n * boardAnn * boardLine
+	tb, err := bd.Board(c.id, c.ranks, b.data+2*n*b.slot)
+	if err != nil {
+		return nil // a fault plan, say: the collectives go over messages
+	}
+	b.tb, b.mem = tb, tb.Bytes()
+	return b
+}
+
+func (b *board) word(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&b.mem[off]))
+}
+
+func (b *board) slotOff(row, m int) int { return b.data + (row*b.n+m)*b.slot }
+
+func (b *board) annOff(m int, seq uint64) int {
+	return (m*boardAnn + int(seq%boardAnn)) * boardLine
+}
+
+// announce says that this rank's call seq, with fingerprint fp, does not
+// run on the board.
+func (b *board) announce(seq uint64, fp *fingerprint) {
+	off := b.annOff(b.me, seq)
+	for i := 0; i < fpLen; i += 8 {
+		b.word(off + 8 + i).Store(binary.LittleEndian.Uint64(fp[i:]))
+	}
+	b.word(off).Store(seq)
+	b.tb.Wake()
+}
+
+// announced returns member q's fingerprint of its call seq if q announced
+// that call (it does not run on the board).
+func (b *board) announced(q int, seq uint64) (fp fingerprint, ok bool) {
+	off := b.annOff(q, seq)
+	if b.word(off).Load() != seq {
+		return fp, false
+	}
+	for i := 0; i < fpLen; i += 8 {
+		binary.LittleEndian.PutUint64(fp[i:], b.word(off+8+i).Load())
+	}
+	return fp, true // the words may be a later call's: only the message suffers
+}
+
+// exchange publishes payload as this rank's contribution to the call on p
+// (sequence seq; prev, this rank's previous board call in the same row)
+// and waits until every member's slot holds the call. Then each(q, theirs)
+// runs for every member in rank order (this rank's own slot included),
+// and every slot is acked. A member's fingerprint that differs from this
+// rank's, a member that does not run the call on the board, a lost member
+// or an abort ends it with the error that the same failure over messages
+// gives.
+func (b *board) exchange(ctx context.Context, p *peers, seq, prev uint64, payload []byte, each func(q int, theirs []byte) error) error {
+	row := int(seq & 1)
+	mine := b.slotOff(row, b.me)
+	if prev != 0 && !b.free(mine, prev) {
+		if err := b.wait(ctx, p, -1, func() bool { return b.free(mine, prev) }); err != nil {
+			return err
+		}
+	}
+	b.word(mine + 8).Store(uint64(len(payload)))
+	copy(b.mem[mine+16:mine+16+fpLen], p.fp[:])
+	copy(b.mem[mine+b.paying:], payload)
+	b.word(mine).Store(seq)
+	b.tb.Wake()
+
+	for q := 0; q < b.n; q++ {
+		if q == b.me {
+			continue
+		}
+		off := b.slotOff(row, q)
+		if b.word(off).Load() != seq {
+			if err := b.wait(ctx, p, q, func() bool { return b.word(off).Load() == seq }); err != nil {
+				return err
+			}
+		}
+		if p.check {
+			var theirs fingerprint
+			copy(theirs[:], b.mem[off+16:off+16+fpLen])
+			if theirs != p.fp {
+				return &Error{Op: p.op, Rank: p.c.rank, Peer: q, Dir: "<-",
+					Err: &mismatchError{mine: p.fp, theirs: theirs, peer: q}}
+			}
+		}
+		if got := int(b.word(off + 8).Load()); got != len(payload) {
+			r := &request{p: p, peer: q, dir: "<-"}
+			return r.lengthMismatch(got, len(payload))
+		}
+	}
+	for q := 0; q < b.n; q++ {
+		off := b.slotOff(row, q)
+		if err := each(q, b.mem[off+b.paying:off+b.paying+len(payload)]); err != nil {
+			return err
+		}
+		b.word(off + boardLine + 8*b.me).Store(seq)
+	}
+	b.tb.Wake()
+	return nil
+}
+
+// free reports whether this rank's slot at off may take a new call: it
+// holds prev and every member has acked it (this rank too: an async call
+// of its own may still be reading it).
+func (b *board) free(off int, prev uint64) bool {
+	if b.word(off).Load() != prev {
+		return false
+	}
+	for r := 0; r < b.n; r++ {
+		if b.word(off+boardLine+8*r).Load() < prev {
+			return false
+		}
+	}
+	return true
+}
+
+// wait waits until ready, on member q (-1: on the acks of several), and
+// turns whatever ends the wait otherwise into the call's error.
+func (b *board) wait(ctx context.Context, p *peers, q int, ready func() bool) error {
+	c := p.c
+	seq := uint64(p.tag) & (tagP2P - 1)
+	var fail error
+	if q >= 0 {
+		p.waitOn.Store(int32(q + 1))
+	}
+	err := b.tb.Wait(ctx, func() bool {
+		if ready() {
+			return true
+		}
+		if c.shared.aborted.Load() != nil {
+			fail = fmt.Errorf("board: %w", transport.ErrClosed)
+			return true
+		}
+		for m := 0; m < b.n; m++ {
+			if m == b.me || (q >= 0 && m != q) {
+				continue
+			}
+			if err := b.tb.Lost(m); err != nil {
+				fail = err
+				q = m
+				return true
+			}
+			if theirs, ok := b.announced(m, seq); ok {
+				fail = &Error{Op: p.op, Rank: c.rank, Peer: m, Dir: "<-",
+					Err: &mismatchError{mine: p.fp, theirs: theirs, peer: m}}
+				return true
+			}
+		}
+		return false
+	})
+	if err == nil && fail == nil {
+		return nil
+	}
+	if err == nil {
+		err = fail
+	}
+	var ge *Error
+	if errors.As(err, &ge) {
+		return err
+	}
+	r := &request{p: p, peer: max(q, 0), dir: "<-"}
+	if q < 0 {
+		r.peer = c.lostPeer()
+		if r.peer < 0 {
+			return &Error{Op: p.op, Rank: c.rank, Peer: -1, Err: classify(err)}
+		}
+	}
+	return r.wrap(err)
+}
+
+// useBoard reports whether a call of bytes on host memory runs on c's
+// board: c has one, the call is small, and neither the call nor the
+// configuration names an algorithm (free). Every rank answers alike for
+// the same call, and where calls differ the fingerprint or the
+// announcement says so.
+func (c *Comm) useBoard(bytes int, free bool) bool {
+	return c.board != nil && bytes <= boardMax && free && c.opts.algos == nil
+}
+
+// boardAllReduce makes the call of an allreduce on the board.
+func (c *Comm) boardAllReduce(name string, v view, op reduceop.Op) *call {
+	k := c.newCall(name, v.dt, v.bytes(), algoBoard).agree(v.n, op, -1)
+	k.silent = false // the board compares fingerprints even with no element
+	k.onBoard = true
+	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
+	n := c.Size()
+	k.run = func(ctx context.Context) error {
+		if err := c.board.allReduce(ctx, p, k.prev, v.b); err != nil {
+			return err
+		}
+		if op == reduceop.Avg {
+			return (reduceop.Host{}).Scale(v.dt, v.b, n)
+		}
+		return nil
+	}
+	return k
+}
+
+// allReduce is the board's allreduce: every rank reduces all the
+// slots, in rank order, into buf.
+func (b *board) allReduce(ctx context.Context, p *peers, prev uint64, buf []byte) error {
+	seq := uint64(p.tag) & (tagP2P - 1)
+	return b.exchange(ctx, p, seq, prev, buf, func(q int, theirs []byte) error {
+		if q == 0 {
+			copy(buf, theirs)
+			return nil
+		}
+		return p.Reduce(buf, theirs)
+	})
+}
+
+// barrier is the board's barrier: an exchange of nothing.
+func (b *board) barrier(ctx context.Context, p *peers, prev uint64) error {
+	seq := uint64(p.tag) & (tagP2P - 1)
+	return b.exchange(ctx, p, seq, prev, nil, func(int, []byte) error { return nil })
+}
+
+func (b *board) close() {
+	if b != nil {
+		b.tb.Close()
+	}
+}
