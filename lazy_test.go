@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -201,5 +203,68 @@ func TestLazyLinksOutliveTheStore(t *testing.T) {
 		if got := len(linkedPeers(comms[r])); got < n-2 {
 			t.Errorf("rank %d holds %d links after an all-to-all of 7 ranks, want at least 6", r, got)
 		}
+	}
+}
+
+// Init under lazy links costs the store O(N) requests over the job: each
+// rank greets the store (the client's first message, counted as a
+// request), publishes its address, reads its right neighbour's and
+// registers as alive; every other address travels between the ranks
+// (links.go).
+func TestLazyInitStoreRequests(t *testing.T) {
+	for _, n := range []int{3, 5, 12, 33} {
+		if testing.Short() && n > 12 {
+			continue
+		}
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := store.NewServer(store.Options{})
+			go srv.Serve(t.Context(), ln)
+			defer srv.Close()
+			port := ln.Addr().(*net.TCPAddr).Port
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			comms := make([]*Comm, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Go(func() {
+					comms[r], errs[r] = Init(ctx, fakeEnv(map[string]string{"GOCCL_EXTERNAL_STORE": "1"}),
+						WithTransport("tcp"), WithConnect("lazy"), WithTimeout(30*time.Second),
+						WithEnv(Env{Rank: r, Size: n, LocalRank: -1, LocalSize: -1, MasterAddr: "127.0.0.1", MasterPort: port, Source: "options"}))
+					if errs[r] != nil {
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			defer func() {
+				for _, c := range comms {
+					if c != nil {
+						c.Close()
+					}
+				}
+			}()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			got := srv.Requests()
+			t.Logf("%d ranks: %d store requests (%.2f a rank)", n, got, float64(got)/float64(n))
+			if got > int64(4*n) {
+				t.Errorf("%d ranks: Init made %d store requests, want at most 4N = %d (greet, publish, right neighbour, alive)", n, got, 4*n)
+			}
+			for r, c := range comms {
+				if b := c.shared.rdv.book; b != nil {
+					for q := range n {
+						if b.get(q) == nil {
+							t.Errorf("rank %d: no address for rank %d after Init", r, q)
+						}
+					}
+				}
+			}
+		})
 	}
 }
