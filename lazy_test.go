@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -266,5 +267,63 @@ func TestLazyInitStoreRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rank posts an abort-notice receive only from the peers it holds a
+// link to (blame.go), not one per rank of the job; a link made after Init
+// gets one too.
+func TestLazyNoticesOnlyForLinks(t *testing.T) {
+	const n = 16
+	comms, err := initRanks(t, n, "tcp", WithConnect("lazy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := func(c *Comm) map[int]bool {
+		nt := &c.shared.notices
+		nt.mu.Lock()
+		defer nt.mu.Unlock()
+		m := map[int]bool{}
+		for q := range nt.posted {
+			m[q] = true
+		}
+		return m
+	}
+	limit := 2*bits.Len(n) + 2
+	for r, c := range comms {
+		p, linked := posted(c), linkedPeers(c)
+		for q := range p {
+			if !slices.Contains(linked, q) {
+				t.Errorf("rank %d: a notice receive from %d, with no link to it", r, q)
+			}
+		}
+		if len(p) > limit {
+			t.Errorf("rank %d: %d notice receives posted, want at most %d (its links)", r, len(p), limit)
+		}
+	}
+	// Rank 0 and rank n/2+1 were not linked: a message links them, and
+	// each then listens to the other (the receiving side posts it from the
+	// transport's goroutine, so wait for it, bounded).
+	a, b := 0, n/2+1
+	if slices.Contains(linkedPeers(comms[a]), b) {
+		t.Fatalf("ranks %d and %d are linked after Init: pick another pair", a, b)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Go(func() { errs[0] = comms[a].Send(ctx, []int32{1}, b, 0) })
+	wg.Go(func() { errs[1] = comms[b].Recv(ctx, make([]int32, 1), a, 0) })
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]int{{a, b}, {b, a}} {
+		for !posted(comms[pair[0]])[pair[1]] {
+			if ctx.Err() != nil {
+				t.Fatalf("rank %d: no notice receive from %d after their link came up", pair[0], pair[1])
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

@@ -52,6 +52,7 @@ type endpoint struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	onLoss    atomic.Pointer[func(*transport.PeerError)]
+	onLink    atomic.Pointer[func(peer int)] // lazy.go
 }
 
 var (
