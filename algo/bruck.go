@@ -11,9 +11,9 @@
 //	round 1 (d=2):  0 <- 2 C D, 1 <- 3 D A, 2 <- 0 A B, 3 <- 1 B C
 //
 // Its partners are those of the dissemination barrier, r±2^k: a rank sends
-// only to the ranks r-2^k, known before the first round, so a caller can
-// look up those peers' addresses first (goccl's Init under lazy links
-// does, then shares every rank's address this way).
+// only to the ranks r-2^k, known before the first round. A caller that
+// can reach only the peers whose blocks it holds (goccl's Init sharing
+// addresses) uses BruckAllGatherAhead below.
 //
 // Cost, with N the bytes of the whole gathered buffer:
 //
