@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -22,7 +23,8 @@ import (
 // byte, 3 unused, witness: int32), then for a mismatch the witness's and
 // the culprit's fingerprints. The witness is the rank that saw the
 // mismatch; a relayed notice keeps it. Every world communicator
-// keeps a receive for that notice posted from each peer, so a rank that is
+// keeps a receive for that notice posted from each peer it holds a link
+// to (posted when the link comes up: transport.LinkNotifier), so a rank that is
 // blocked waiting on someone else adopts the verdict at once. On a
 // connection the notice travels ahead of the goodbye, so a rank whose
 // receive fails because the messenger closed can read the messenger's
@@ -134,40 +136,110 @@ func (e *PeerReport) Error() string {
 
 func (e *PeerReport) Unwrap() error { return classError(e.class) }
 
-// notices is a world communicator's posted abort-notice receives.
+// notices is a world communicator's posted abort-notice receives: one
+// from each peer this rank holds a link to, posted when the link comes up
+// (a notice can only come over a link), so that a rank of a big job with
+// lazy links keeps O(links) of them, not one per rank of the job.
 type notices struct {
-	reqs []transport.Request // by world rank; nil for this rank
-	bufs [][]byte
+	n      int // world size
+	mu     sync.Mutex
+	posted map[int]*noticeRecv // by world rank
+	fresh  []int               // posted, not yet watched by the listener
+	kick   chan struct{}       // cap 1: fresh has news
+	stop   chan struct{}       // closed when the endpoint is closed
+	once   sync.Once
 }
 
-// listen posts a notice receive from every peer and starts the goroutine
-// that adopts the first verdict. It ends when the endpoint closes, which
-// completes every posted receive.
+// noticeRecv is one posted notice receive.
+type noticeRecv struct {
+	req transport.Request
+	buf []byte
+}
+
+// get returns world rank q's posted notice receive, or nil.
+func (n *notices) get(q int) *noticeRecv {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.posted[q]
+}
+
+// close stops the listener; the endpoint is closed.
+func (n *notices) close() {
+	n.once.Do(func() {
+		if n.stop != nil {
+			close(n.stop)
+		}
+	})
+}
+
+// post posts the notice receive from world rank q unless it is posted.
+func (c *Comm) postNotice(q int) {
+	sh := c.shared
+	nt := &sh.notices
+	if q < 0 || q >= nt.n || q == c.rank {
+		return
+	}
+	nt.mu.Lock()
+	if nt.posted[q] != nil {
+		nt.mu.Unlock()
+		return
+	}
+	nr := &noticeRecv{buf: make([]byte, noticeLen)}
+	nr.req = sh.ep.Irecv(q, tagAbortNotice, nr.buf)
+	nt.posted[q] = nr
+	nt.fresh = append(nt.fresh, q)
+	nt.mu.Unlock()
+	select {
+	case nt.kick <- struct{}{}:
+	default:
+	}
+}
+
+// listen posts a notice receive from every peer with a link, and from
+// each peer whose link comes up later, and starts the goroutine that
+// adopts the first verdict. It ends when the endpoint closes.
 func (c *Comm) listen() {
 	sh := c.shared
 	n := len(c.ranks)
-	sh.notices.reqs = make([]transport.Request, n)
-	sh.notices.bufs = make([][]byte, n)
-	var cases []reflect.SelectCase
-	var from []int
-	for q := range n {
-		if q == c.rank {
-			continue
-		}
-		sh.notices.bufs[q] = make([]byte, noticeLen)
-		sh.notices.reqs[q] = sh.ep.Irecv(q, tagAbortNotice, sh.notices.bufs[q])
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sh.notices.reqs[q].Done())})
-		from = append(from, q)
-	}
-	if len(cases) == 0 {
+	nt := &sh.notices
+	nt.n, nt.posted = n, make(map[int]*noticeRecv)
+	nt.kick, nt.stop = make(chan struct{}, 1), make(chan struct{})
+	if n == 1 {
 		return
 	}
+	if ln, ok := sh.counts.Endpoint.(transport.LinkNotifier); ok {
+		ln.OnLink(c.postNotice)
+	}
+	lk, _ := sh.counts.Endpoint.(transport.Linker)
+	for q := range n {
+		if q != c.rank && (lk == nil || lk.Linked(q)) {
+			c.postNotice(q)
+		}
+	}
 	sh.wg.Go(func() {
-		for len(cases) > 0 {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nt.stop)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nt.kick)},
+		}
+		var from []int // by case, from cases[2]
+		for {
 			i, _, _ := reflect.Select(cases)
-			c.heard(from[i])
-			cases = slices.Delete(cases, i, i+1)
-			from = slices.Delete(from, i, i+1)
+			switch i {
+			case 0:
+				return
+			case 1:
+				nt.mu.Lock()
+				for _, q := range nt.fresh {
+					cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nt.posted[q].req.Done())})
+					from = append(from, q)
+				}
+				nt.fresh = nt.fresh[:0]
+				nt.mu.Unlock()
+			default:
+				c.heard(from[i-2])
+				cases = slices.Delete(cases, i, i+1)
+				from = slices.Delete(from, i-2, i-1)
+			}
 		}
 	})
 }
@@ -177,10 +249,11 @@ func (c *Comm) listen() {
 // communicator or any group of it.
 func (c *Comm) heard(q int) bool {
 	sh := c.shared
-	if q < 0 || q >= len(sh.notices.reqs) || sh.notices.reqs[q] == nil {
+	nr := sh.notices.get(q)
+	if nr == nil {
 		return false
 	}
-	r := sh.notices.reqs[q]
+	r := nr.req
 	select {
 	case <-r.Done():
 	default:
@@ -189,13 +262,13 @@ func (c *Comm) heard(q int) bool {
 	if r.Err() != nil {
 		return false
 	}
-	b := sh.notices.bufs[q]
+	b := nr.buf
 	if b[8] == classLeft {
 		sh.leftAfter(q, binary.LittleEndian.Uint64(b[16:]))
 		return true
 	}
 	rep := &PeerReport{From: q, Culprit: int(int64(binary.LittleEndian.Uint64(b))), class: b[8]}
-	if rep.Culprit < 0 || rep.Culprit >= len(sh.notices.reqs) {
+	if rep.Culprit < 0 || rep.Culprit >= sh.notices.n {
 		rep.Culprit = q // blames no one: name the rank that gave up
 	}
 	if rep.class == classMismatch {
@@ -203,7 +276,7 @@ func (c *Comm) heard(q int) bool {
 		copy(theirs[:], b[16:])
 		copy(mine[:], b[16+fpLen:])
 		rep.witness = int(int32(binary.LittleEndian.Uint32(b[12:])))
-		if rep.witness < 0 || rep.witness >= len(sh.notices.reqs) {
+		if rep.witness < 0 || rep.witness >= sh.notices.n {
 			rep.witness = q
 		}
 		if theirs[0] == 'G' || mine[0] == 'G' { // else a mismatch without fingerprints (a wrong length)
@@ -241,14 +314,14 @@ func (c *Comm) heard(q int) bool {
 // everything q sent before has been delivered), and adopts q's verdict if
 // it sent one. It reports whether it had.
 func (c *Comm) awaitNotice(q int, d time.Duration) bool {
-	sh := c.shared
-	if q < 0 || q >= len(sh.notices.reqs) || sh.notices.reqs[q] == nil {
-		return false
+	nr := c.shared.notices.get(q)
+	if nr == nil {
+		return false // no link: no notice can come
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-sh.notices.reqs[q].Done():
+	case <-nr.req.Done():
 	case <-t.C:
 	}
 	return c.heard(q)

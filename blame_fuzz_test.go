@@ -67,7 +67,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 		t.Fatalf("send: %v", err)
 	}
 	select {
-	case <-c.shared.notices.reqs[from].Done():
+	case <-c.shared.notices.get(from).req.Done():
 	case <-ctx.Done():
 		t.Fatal("the notice receive did not complete")
 	}

@@ -279,6 +279,7 @@ func (c *Comm) Close() error {
 	c.shared.flight.close()
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
+	c.shared.notices.close()
 	c.shared.wg.Wait()
 	c.shared.devs.close()
 	if r := c.shared.rdv; r != nil {
@@ -329,6 +330,7 @@ func (c *Comm) awaitClosed() {
 // closeEndpoint ends every path that won markAborted.
 func (c *Comm) closeEndpoint() {
 	c.shared.closeOne.Do(func() { c.shared.ep.Close() })
+	c.shared.notices.close()
 	c.shared.doneOne.Do(func() { close(c.shared.closed) })
 }
 

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -200,6 +203,127 @@ func TestLazyLinksOutliveTheStore(t *testing.T) {
 	for r := 1; r < n; r++ {
 		if got := len(linkedPeers(comms[r])); got < n-2 {
 			t.Errorf("rank %d holds %d links after an all-to-all of 7 ranks, want at least 6", r, got)
+		}
+	}
+}
+
+// Init under lazy links costs the store O(N) requests over the job: each
+// rank greets the store (the client's first message, counted as a
+// request), publishes its address, reads its right neighbour's and
+// registers as alive; every other address travels between the ranks
+// (links.go).
+func TestLazyInitStoreRequests(t *testing.T) {
+	for _, n := range []int{3, 5, 12, 33} {
+		if testing.Short() && n > 12 {
+			continue
+		}
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := store.NewServer(store.Options{})
+			go srv.Serve(t.Context(), ln)
+			defer srv.Close()
+			port := ln.Addr().(*net.TCPAddr).Port
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			comms := make([]*Comm, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Go(func() {
+					comms[r], errs[r] = Init(ctx, fakeEnv(map[string]string{"GOCCL_EXTERNAL_STORE": "1"}),
+						WithTransport("tcp"), WithConnect("lazy"), WithTimeout(30*time.Second),
+						WithEnv(Env{Rank: r, Size: n, LocalRank: -1, LocalSize: -1, MasterAddr: "127.0.0.1", MasterPort: port, Source: "options"}))
+					if errs[r] != nil {
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			defer func() {
+				for _, c := range comms {
+					if c != nil {
+						c.Close()
+					}
+				}
+			}()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			got := srv.Requests()
+			t.Logf("%d ranks: %d store requests (%.2f a rank)", n, got, float64(got)/float64(n))
+			if got > int64(4*n) {
+				t.Errorf("%d ranks: Init made %d store requests, want at most 4N = %d (greet, publish, right neighbour, alive)", n, got, 4*n)
+			}
+			for r, c := range comms {
+				if b := c.shared.rdv.book; b != nil {
+					for q := range n {
+						if b.get(q) == nil {
+							t.Errorf("rank %d: no address for rank %d after Init", r, q)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// A rank posts an abort-notice receive only from the peers it holds a
+// link to (blame.go), not one per rank of the job; a link made after Init
+// gets one too.
+func TestLazyNoticesOnlyForLinks(t *testing.T) {
+	const n = 16
+	comms, err := initRanks(t, n, "tcp", WithConnect("lazy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := func(c *Comm) map[int]bool {
+		nt := &c.shared.notices
+		nt.mu.Lock()
+		defer nt.mu.Unlock()
+		m := map[int]bool{}
+		for q := range nt.posted {
+			m[q] = true
+		}
+		return m
+	}
+	limit := 2*bits.Len(n) + 2
+	for r, c := range comms {
+		p, linked := posted(c), linkedPeers(c)
+		for q := range p {
+			if !slices.Contains(linked, q) {
+				t.Errorf("rank %d: a notice receive from %d, with no link to it", r, q)
+			}
+		}
+		if len(p) > limit {
+			t.Errorf("rank %d: %d notice receives posted, want at most %d (its links)", r, len(p), limit)
+		}
+	}
+	// Rank 0 and rank n/2+1 were not linked: a message links them, and
+	// each then listens to the other (the receiving side posts it from the
+	// transport's goroutine, so wait for it, bounded).
+	a, b := 0, n/2+1
+	if slices.Contains(linkedPeers(comms[a]), b) {
+		t.Fatalf("ranks %d and %d are linked after Init: pick another pair", a, b)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Go(func() { errs[0] = comms[a].Send(ctx, []int32{1}, b, 0) })
+	wg.Go(func() { errs[1] = comms[b].Recv(ctx, make([]int32, 1), a, 0) })
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]int{{a, b}, {b, a}} {
+		for !posted(comms[pair[0]])[pair[1]] {
+			if ctx.Err() != nil {
+				t.Fatalf("rank %d: no notice receive from %d after their link came up", pair[0], pair[1])
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 }

@@ -20,22 +20,28 @@ import (
 // and reads the peer's address, once, from its KV. Were that KV the store
 // itself, the store would have to outlive every link ever made: a rank
 // that forwards a broadcast after rank 0, the store's host, has finished
-// and closed could not find its children. So the KV that Init gives
+// and closed could not find its children; and every rank would read
+// O(log N) addresses from the store at Init. So the KV that Init gives
 // transport/tcp is an address book in front of the store, and Init's
-// closing synchronisation fills it with every rank's address:
+// closing synchronisation fills it with every rank's address, passed from
+// rank to rank as NCCL's bootstrap does:
 //
 //  1. transport/tcp publishes this rank's address (a store Set, which the
-//     book also keeps) and links the ring neighbours (one store Get).
-//  2. shareAddrs looks up the ⌈log2 N⌉ ranks r-2^k it will send to (store
-//     Gets, which the book keeps), then runs a Bruck allgather of 64-byte
-//     address slots over those partners (algo.BruckAllGather). It is
-//     also Init's barrier: no rank leaves it before every rank has entered
-//     it, hence before every rank has made its last store request of Init.
+//     book also keeps) and links the ring neighbours: rank r dials r+1,
+//     whose address it reads (one store Get).
+//  2. shareAddrs runs algo.BruckAllGatherAhead over 64-byte address slots:
+//     rank r starts with its own address and r+1's, and in round k says
+//     hello to rank r+2^k, whose address an earlier round brought into the
+//     book (so that the hello dials it without the store), then answers
+//     the hello of rank r-2^k over the link that hello came on. It is also
+//     Init's barrier: no rank leaves it before every rank has entered it,
+//     hence before every rank has made its last store request of Init.
 //  3. Every later link is dialed from the book, without the store.
 //
-// Init's store requests are then N Sets and at most N(⌈log2 N⌉+1) Gets over
-// the job, and the store is needed after Init only by what leans on it
-// (Shrink, Readmit, the liveness keys), never to make a link.
+// Init's store requests for addresses are then N Sets and N Gets over the
+// job (with the liveness key, 3N in all under transport tcp), and the
+// store is needed after Init only by what leans on it (Shrink, Readmit,
+// the liveness keys), never to make a link.
 
 // addrSlot is the room for one address in the exchange: a length byte and
 // "host:port" (an IPv6 address with brackets and port fits in 47).
@@ -110,36 +116,44 @@ var _ tcp.KV = store.Store(nil)
 func (c *Comm) shareAddrs(ctx context.Context) error {
 	b := c.shared.rdv.book
 	n, me := c.Size(), c.rank
-	for d := 1; d < n; d *= 2 {
-		q := (me - d + n) % n
-		if _, err := b.Get(ctx, tcp.AddrKey(q)); err != nil {
+	buf := make([]byte, addrSlot*n)
+	for _, q := range []int{me, (me + 1) % n} {
+		a, err := b.Get(ctx, tcp.AddrKey(q)) // known: published, or read to link the ring
+		if err != nil {
 			return &Error{Op: "init", Rank: me, Peer: q, Err: fmt.Errorf("address of rank %d: %w", q, err)}
 		}
+		if len(a) == 0 || len(a) >= addrSlot {
+			return fmt.Errorf("goccl: init rank %d: rank %d's address %q does not fit the exchange", me, q, a)
+		}
+		buf[q*addrSlot] = byte(len(a))
+		copy(buf[q*addrSlot+1:], a)
 	}
-	buf := make([]byte, addrSlot*n)
-	own := b.get(me)
-	if len(own) == 0 || len(own) >= addrSlot {
-		return fmt.Errorf("goccl: init rank %d: own address %q does not fit the exchange", me, own)
-	}
-	buf[me*addrSlot] = byte(len(own))
-	copy(buf[me*addrSlot+1:], own)
 	counts := make([]int, n)
 	for i := range counts {
 		counts[i] = addrSlot
 	}
+	// learned runs between rounds, on this goroutine: the slots it reads
+	// are not written again.
+	var bad error
+	learned := func(first, m int) {
+		for i := range m {
+			q := (first + i) % n
+			slot := buf[q*addrSlot : (q+1)*addrSlot]
+			l := int(slot[0])
+			if l == 0 || l >= addrSlot {
+				if bad == nil {
+					bad = fmt.Errorf("goccl: init rank %d: %w: rank %d's address slot says %d bytes", me, ErrProtocol, q, l)
+				}
+				continue
+			}
+			b.put(q, slot[1:1+l])
+		}
+	}
 	k := c.newCall(commslog.AllGatherIntoTensor, reduceop.Uint8, len(buf), "bruck")
 	p := c.peers(k, reduceop.Uint8, nil)
-	k.run = func(ctx context.Context) error { return algo.BruckAllGather(ctx, p, buf, counts) }
+	k.run = func(ctx context.Context) error { return algo.BruckAllGatherAhead(ctx, p, buf, counts, learned) }
 	if err := k.exec(ctx); err != nil {
 		return err
 	}
-	for q := range n {
-		slot := buf[q*addrSlot : (q+1)*addrSlot]
-		l := int(slot[0])
-		if l == 0 || l >= addrSlot {
-			return fmt.Errorf("goccl: init rank %d: %w: rank %d's address slot says %d bytes", me, ErrProtocol, q, l)
-		}
-		b.put(q, slot[1:1+l])
-	}
-	return nil
+	return bad
 }

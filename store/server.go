@@ -156,13 +156,15 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// connReadBuf is a connection's read buffer at the server.
+const connReadBuf = 512
+
 // srvConn is the state of one client connection.
 type srvConn struct {
 	s      *Server
 	c      net.Conn
 	ctx    context.Context // ends when the connection ends
-	wmu    sync.Mutex
-	bw     *bufio.Writer
+	wmu    sync.Mutex      // one reply written at a time
 	mu     sync.Mutex
 	cancel map[uint64]context.CancelFunc // waiting Gets and Waits by id
 	owned  map[string][]byte             // ephemeral keys this connection set
@@ -171,7 +173,7 @@ type srvConn struct {
 
 func (s *Server) serveConn(c net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sc := &srvConn{s: s, c: c, ctx: ctx, bw: bufio.NewWriter(c), cancel: make(map[uint64]context.CancelFunc)}
+	sc := &srvConn{s: s, c: c, ctx: ctx, cancel: make(map[uint64]context.CancelFunc)}
 	// On return: close the socket (unblocking waiters' writes), cancel the
 	// waiting Gets and Waits, then wait for their goroutines.
 	defer sc.dropOwned()
@@ -179,7 +181,10 @@ func (s *Server) serveConn(c net.Conn) {
 	defer cancel()
 	defer c.Close()
 
-	br := bufio.NewReader(c)
+	// A small read buffer: requests are small, a large value is read
+	// straight into its own slice, and a job's idle ranks each hold a
+	// connection for their liveness key (BENCHMARKS.md, "Scale").
+	br := bufio.NewReaderSize(c, connReadBuf)
 	first, ok := sc.authenticate(br)
 	s.mu.Lock()
 	s.pending--
@@ -440,10 +445,9 @@ func (sc *srvConn) send(m *msg) error {
 		// larger limit): tell the client instead.
 		m = &msg{op: opErr, id: m.id, args: [][]byte{{codeTooLarge}, []byte(err.Error())}}
 	}
-	if _, err := sc.bw.Write(appendMsg(nil, m)); err != nil {
-		return err
-	}
-	return sc.bw.Flush()
+	// One frame, one write: no buffer kept per connection.
+	_, err := sc.c.Write(appendMsg(nil, m))
+	return err
 }
 
 func (sc *srvConn) sendErr(id uint64, code byte, text string) error {

@@ -62,6 +62,17 @@ type Linker interface {
 	Linked(peer int) bool
 }
 
+// LinkNotifier is an optional capability of a Linker: it says when a link
+// comes up, so that what its owner keeps per linked peer (goccl's posted
+// abort-notice receive) is made then, and not for every peer at the start.
+type LinkNotifier interface {
+	// OnLink registers f, called once for each link that comes up after
+	// OnLink is called (those already up are Linked's to say; one coming
+	// up meanwhile may be reported by both), from the transport's
+	// goroutine with no lock held. f must not block.
+	OnLink(f func(peer int))
+}
+
 // StrayReporter is an optional capability of an Endpoint: its owner says
 // which tags are finished (no receive will be posted under them again),
 // and a message that arrives under a finished tag, or that is still

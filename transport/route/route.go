@@ -47,6 +47,7 @@ var (
 	_ transport.PeerLossNotifier = (*Endpoint)(nil)
 	_ transport.StrayReporter    = (*Endpoint)(nil)
 	_ transport.Linker           = (*Endpoint)(nil)
+	_ transport.LinkNotifier     = (*Endpoint)(nil)
 )
 
 // New returns rank's endpoint of a job of size ranks over routes: a peer
@@ -143,6 +144,24 @@ func (e *Endpoint) Linked(peer int) bool {
 		return l.Linked(e.local[peer])
 	}
 	return true
+}
+
+// OnLink implements transport.LinkNotifier: f hears, by job rank, of each
+// link that comes up on the route that carries that rank's messages (a
+// route that does not tell has every link up from the start).
+func (e *Endpoint) OnLink(f func(peer int)) {
+	for i := range e.routes {
+		if n, ok := e.routes[i].Endpoint.(transport.LinkNotifier); ok {
+			n.OnLink(func(local int) {
+				if local < 0 || local >= len(e.jobOf[i]) {
+					return
+				}
+				if jr := e.jobOf[i][local]; e.via[jr] == i {
+					f(jr)
+				}
+			})
+		}
+	}
 }
 
 // Isend implements transport.Endpoint over peer to's route.

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -47,10 +46,13 @@ type endpoint struct {
 	log       *slog.Logger
 	maxMsg    int64
 	stripeMin int
+	// readBufs counts the read buffers its links hold (bufread.go).
+	readBufs  atomic.Int64
 	closing   atomic.Bool
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	onLoss    atomic.Pointer[func(*transport.PeerError)]
+	onLink    atomic.Pointer[func(peer int)] // lazy.go
 }
 
 var (
@@ -100,7 +102,7 @@ type peer struct {
 	e     *endpoint
 	rank  int
 	conns []net.Conn
-	br    []*bufio.Reader
+	br    []*bufReader // read buffers held only while there is traffic (bufread.go)
 
 	mu    sync.Mutex
 	queue []sendOp
@@ -169,10 +171,11 @@ func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
 	}
 	for i, c := range cs {
 		var src io.Reader = c
+		var wait func() error
 		if i == 0 && p.raw != nil && cfg.WrapConn == nil {
-			src = &spinReader{c: c, p: p}
+			src, wait = &spinReader{c: c, p: p}, p.awaitReadable
 		}
-		p.br = append(p.br, bufio.NewReaderSize(src, 64<<10))
+		p.br = append(p.br, newBufReader(src, wait, &e.readBufs))
 		if i > 0 {
 			p.rjobs = append(p.rjobs, make(chan stripeJob))
 			p.wjobs = append(p.wjobs, make(chan []byte))

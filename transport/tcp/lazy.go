@@ -305,6 +305,9 @@ func (l *links) attach(peer int, c net.Conn) {
 	l.e.start(p)
 	close(st.done)
 	l.mu.Unlock()
+	if f := l.e.onLink.Load(); f != nil {
+		(*f)(peer)
+	}
 }
 
 // admit is the tie-break at the listener: it decides, before the
@@ -446,4 +449,11 @@ func (e *endpoint) Links() int {
 	return n
 }
 
-var _ transport.Linker = (*endpoint)(nil)
+// OnLink implements transport.LinkNotifier: f hears of each link that
+// comes up from now on (an eager endpoint's are all up already).
+func (e *endpoint) OnLink(f func(peer int)) { e.onLink.Store(&f) }
+
+var (
+	_ transport.Linker       = (*endpoint)(nil)
+	_ transport.LinkNotifier = (*endpoint)(nil)
+)

@@ -234,3 +234,61 @@ func TestConformanceLazyTLS(t *testing.T) {
 	}
 	transporttest.Run(t, meshFunc(tcp.Config{TLS: cfg, Secret: []byte("s"), Lazy: true}))
 }
+
+// An idle link holds no read buffer: none before its first message, and
+// none once every byte that came has been handed out, however big the
+// messages were. (A waiter that polls holds one for the length of its
+// poll; the buffers are counted, not timed.)
+func TestIdleLinksHoldNoReadBuffer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 4
+	eps, err := connectAll(ctx, n, tcp.Config{Lazy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(eps)
+	for r, ep := range eps {
+		if held := tcp.ReadBuffersHeld(ep); held != 0 {
+			t.Errorf("rank %d after Connect, before any message: %d read buffers held", r, held)
+		}
+	}
+	small, big := []byte("hello"), bytes.Repeat([]byte{7}, 3<<20)
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for r := range n {
+			wg.Go(func() {
+				to, from := (r+1)%n, (r+n-1)%n
+				for i, msg := range [][]byte{small, big, small} {
+					tag := transport.Tag(10*round + i)
+					s := eps[r].Isend(to, tag, msg)
+					got := make([]byte, len(msg))
+					if err := eps[r].Irecv(from, tag, got).Wait(ctx); err != nil {
+						errs[r] = err
+						return
+					}
+					if err := s.Wait(ctx); err != nil {
+						errs[r] = err
+						return
+					}
+					if !bytes.Equal(got, msg) {
+						errs[r] = fmt.Errorf("rank %d: message %d from %d corrupted", r, i, from)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		// Every message was received: each buffer was emptied by the read
+		// that took its last byte, which gave it back.
+		for r, ep := range eps {
+			if held := tcp.ReadBuffersHeld(ep); held != 0 {
+				t.Errorf("round %d: rank %d holds %d read buffers with every message received", round, r, held)
+			}
+		}
+	}
+}
