@@ -134,15 +134,14 @@ func (b *board) announced(q int, seq uint64) (fp fingerprint, ok bool) {
 	return fp, true // the words may be a later call's: only the message suffers
 }
 
-// exchange publishes payload as this rank's contribution to the call on p
+// post publishes payload as this rank's contribution to the call on p
 // (sequence seq; prev, this rank's previous board call in the same row)
-// and waits until every member's slot holds the call. Then each(q, theirs)
-// runs for every member in rank order (this rank's own slot included),
-// and every slot is acked. A member's fingerprint that differs from this
-// rank's, a member that does not run the call on the board, a lost member
-// or an abort ends it with the error that the same failure over messages
-// gives.
-func (b *board) exchange(ctx context.Context, p *peers, seq, prev uint64, payload []byte, each func(q int, theirs []byte) error) error {
+// and waits until every member's slot holds the call. A member's
+// fingerprint that differs from this rank's, a member that does not run
+// the call on the board, a lost member or an abort ends it with the error
+// that the same failure over messages gives. Then the caller reads the
+// slots (payload) and acks them (ack).
+func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []byte) error {
 	row := int(seq & 1)
 	mine := b.slotOff(row, b.me)
 	if prev != 0 && !b.free(mine, prev) {
@@ -161,7 +160,7 @@ func (b *board) exchange(ctx context.Context, p *peers, seq, prev uint64, payloa
 			continue
 		}
 		off := b.slotOff(row, q)
-		if b.word(off).Load() != seq {
+		if !b.poll(off, seq) {
 			if err := b.wait(ctx, p, q, func() bool { return b.word(off).Load() == seq }); err != nil {
 				return err
 			}
@@ -179,15 +178,39 @@ func (b *board) exchange(ctx context.Context, p *peers, seq, prev uint64, payloa
 			return r.lengthMismatch(got, len(payload))
 		}
 	}
-	for q := 0; q < b.n; q++ {
-		off := b.slotOff(row, q)
-		if err := each(q, b.mem[off+b.paying:off+b.paying+len(payload)]); err != nil {
-			return err
+	return nil
+}
+
+// boardPolls is how many times post reads a slot before it waits through
+// the transport (which spins longer, yielding, then parks): a peer that
+// is a few hundred nanoseconds behind costs no more than the reads.
+const boardPolls = 256
+
+// poll reads the word at off up to boardPolls times for seq.
+func (b *board) poll(off int, seq uint64) bool {
+	w := b.word(off)
+	for range boardPolls {
+		if w.Load() == seq {
+			return true
 		}
-		b.word(off + boardLine + 8*b.me).Store(seq)
+	}
+	return false
+}
+
+// payload is member q's payload of n bytes in the call's row.
+func (b *board) payload(seq uint64, q, n int) []byte {
+	off := b.slotOff(int(seq&1), q) + b.paying
+	return b.mem[off : off+n]
+}
+
+// ack tells every member that this rank has read its slot of call seq,
+// which it may then reuse.
+func (b *board) ack(seq uint64) {
+	row := int(seq & 1)
+	for q := 0; q < b.n; q++ {
+		b.word(b.slotOff(row, q) + boardLine + 8*b.me).Store(seq)
 	}
 	b.tb.Wake()
-	return nil
 }
 
 // free reports whether this rank's slot at off may take a new call: it
@@ -287,23 +310,31 @@ func (c *Comm) boardAllReduce(name string, v view, op reduceop.Op) *call {
 	return k
 }
 
-// allReduce is the board's allreduce: every rank reduces all the
-// slots, in rank order, into buf.
+// allReduce is the board's allreduce: every rank reduces all the slots,
+// in rank order, into buf.
 func (b *board) allReduce(ctx context.Context, p *peers, prev uint64, buf []byte) error {
 	seq := uint64(p.tag) & (tagP2P - 1)
-	return b.exchange(ctx, p, seq, prev, buf, func(q int, theirs []byte) error {
-		if q == 0 {
-			copy(buf, theirs)
-			return nil
+	if err := b.post(ctx, p, seq, prev, buf); err != nil {
+		return err
+	}
+	copy(buf, b.payload(seq, 0, len(buf)))
+	for q := 1; q < b.n; q++ {
+		if err := p.Reduce(buf, b.payload(seq, q, len(buf))); err != nil {
+			return err
 		}
-		return p.Reduce(buf, theirs)
-	})
+	}
+	b.ack(seq)
+	return nil
 }
 
-// barrier is the board's barrier: an exchange of nothing.
+// barrier is the board's barrier: a post of nothing.
 func (b *board) barrier(ctx context.Context, p *peers, prev uint64) error {
 	seq := uint64(p.tag) & (tagP2P - 1)
-	return b.exchange(ctx, p, seq, prev, nil, func(int, []byte) error { return nil })
+	if err := b.post(ctx, p, seq, prev, nil); err != nil {
+		return err
+	}
+	b.ack(seq)
+	return nil
 }
 
 func (b *board) close() {

@@ -1,0 +1,241 @@
+package goccl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// boardLimit is the largest allreduce that runs on the board (board.go).
+const boardLimit = 1 << 10
+
+// Small allreduces between goroutine ranks run on the board: every dtype,
+// every op, counts up to the board's limit and one past it, world sizes
+// that are not powers of two. Each rank's result is the sequential
+// reference (rank order), its guard bands are intact, and the call went
+// over no message; one element past the limit it goes over messages.
+func TestBoardAllReduce(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		for _, dt := range reduceop.DTypes {
+			limit := boardLimit / dt.Size()
+			for _, op := range reduceop.Ops {
+				if reduceop.Check(op, dt) != nil {
+					continue
+				}
+				for _, count := range []int{0, 1, 3, limit - 1, limit, limit + 1} {
+					t.Run(fmt.Sprintf("n=%d/%v/%v/%d", n, dt, op, count), func(t *testing.T) {
+						want := reference(dt, op, n, span(0, count))
+						onBoard := count <= limit
+						runRanks(t, n, "", func(ctx context.Context, c *goccl.Comm) error {
+							g := newGuarded(dt, count)
+							for i := 0; i < count; i++ {
+								g.set(i, val(op, c.Rank(), i))
+							}
+							before := c.Traffic().Total().SentMsgs
+							if err := c.AllReduce(ctx, g.buf(), op); err != nil {
+								return err
+							}
+							sent := c.Traffic().Total().SentMsgs - before
+							if onBoard != (sent == 0) {
+								return fmt.Errorf("rank %d: %d messages sent for %d elements (on the board: %v)", c.Rank(), sent, count, onBoard)
+							}
+							g.checkGuards(t, fmt.Sprintf("rank %d", c.Rank()))
+							for i := 0; i < count; i++ {
+								if got := g.get(i); got != want[i] {
+									return fmt.Errorf("rank %d: element %d = %v, want %v", c.Rank(), i, got, want[i])
+								}
+							}
+							return nil
+						})
+					})
+				}
+			}
+		}
+	}
+}
+
+// GOCCL_BOARD=0 keeps small calls on messages; the answer is the same.
+func TestBoardOff(t *testing.T) {
+	t.Setenv(goccl.EnvBoard, "0")
+	runRanks(t, 3, "", func(ctx context.Context, c *goccl.Comm) error {
+		buf := []float32{float32(c.Rank() + 1)}
+		if err := c.AllReduce(ctx, buf, reduceop.Sum); err != nil {
+			return err
+		}
+		if buf[0] != 6 {
+			return fmt.Errorf("rank %d: %v, want 6", c.Rank(), buf[0])
+		}
+		if c.Traffic().Total().SentMsgs == 0 {
+			return fmt.Errorf("rank %d: no message sent with the board off", c.Rank())
+		}
+		return nil
+	})
+}
+
+// The comms log names the board as the call's algorithm, and barriers
+// and groups use it too.
+func TestBoardBarrierGroupLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := goccl.RunLocal(ctx, 4, func(ctx context.Context, c *goccl.Comm) error {
+		for range 50 {
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		g, err := c.NewGroup([]int{1, 2, 3})
+		if err != nil || g == nil {
+			return err
+		}
+		buf := []int64{int64(c.Rank())}
+		before := c.Traffic().Total().SentMsgs
+		if err := g.AllReduce(ctx, buf, reduceop.Max); err != nil {
+			return err
+		}
+		if buf[0] != 3 {
+			return fmt.Errorf("rank %d: max %d, want 3", c.Rank(), buf[0])
+		}
+		if sent := c.Traffic().Total().SentMsgs - before; sent != 0 {
+			return fmt.Errorf("rank %d: the group's allreduce sent %d messages", c.Rank(), sent)
+		}
+		for _, r := range c.CommsLog().Records() {
+			if r.Op == commslog.Barrier && r.Algo != "board" {
+				return fmt.Errorf("rank %d: barrier ran with %q", c.Rank(), r.Algo)
+			}
+		}
+		return nil
+	}, goccl.WithCommsLog(commslog.Config{Enabled: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ranks whose calls differ fail at once with ErrMismatch naming the other
+// rank, whether both calls run on the board (other count, other
+// collective) or one of them goes over messages (a count past the
+// board's limit): never the timeout, never a nil error.
+func TestBoardMismatch(t *testing.T) {
+	cases := []struct {
+		name string
+		call func(ctx context.Context, c *goccl.Comm) error
+	}{
+		{"count", func(ctx context.Context, c *goccl.Comm) error {
+			return c.AllReduce(ctx, make([]float32, 2+c.Rank()), reduceop.Sum)
+		}},
+		{"off-board", func(ctx context.Context, c *goccl.Comm) error {
+			return c.AllReduce(ctx, make([]float32, 2+c.Rank()*1000), reduceop.Sum)
+		}},
+		{"op", func(ctx context.Context, c *goccl.Comm) error {
+			op := reduceop.Sum
+			if c.Rank() == 1 {
+				op = reduceop.Max
+			}
+			return c.AllReduce(ctx, make([]float32, 2), op)
+		}},
+		{"barrier", func(ctx context.Context, c *goccl.Comm) error {
+			if c.Rank() == 1 {
+				return c.Barrier(ctx)
+			}
+			return c.AllReduce(ctx, make([]float32, 2), reduceop.Sum)
+		}},
+		{"broadcast", func(ctx context.Context, c *goccl.Comm) error {
+			if c.Rank() == 1 {
+				return c.Broadcast(ctx, make([]float32, 2), 0)
+			}
+			return c.AllReduce(ctx, make([]float32, 2), reduceop.Sum)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			errs := make([]error, 2)
+			start := time.Now()
+			goccl.RunLocal(ctx, 2, func(ctx context.Context, c *goccl.Comm) error {
+				// A matching call first, so that the slots are warm.
+				if err := c.AllReduce(ctx, []float32{1}, reduceop.Sum); err != nil {
+					return err
+				}
+				errs[c.Rank()] = tc.call(ctx, c)
+				return nil
+			}, goccl.WithTimeout(20*time.Second))
+			for r, err := range errs {
+				var ge *goccl.Error
+				if !errors.Is(err, goccl.ErrMismatch) || !errors.As(err, &ge) || ge.Peer != 1-r {
+					t.Errorf("rank %d: %v, want ErrMismatch naming rank %d", r, err, 1-r)
+				}
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("took %v: the timeout, not the mismatch, ended it", d)
+			}
+		})
+	}
+}
+
+// A rank that leaves without making the call is named by the ranks that
+// wait for it on the board, with ErrMismatch (it made fewer calls).
+func TestBoardPeerLeft(t *testing.T) {
+	comms, err := goccl.NewLocal(3, goccl.WithTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			if err := c.AllReduce(ctx, []float32{1}, reduceop.Sum); err != nil {
+				errs[r] = err
+				return
+			}
+			if r == 2 {
+				return // skips the second call
+			}
+			errs[r] = c.AllReduce(ctx, []float32{1}, reduceop.Sum)
+		}()
+	}
+	wg.Wait()
+	for r := 0; r < 2; r++ {
+		var ge *goccl.Error
+		if !errors.As(errs[r], &ge) || ge.Peer != 2 || !strings.Contains(errs[r].Error(), "closed its communicator after 1 calls") {
+			t.Errorf("rank %d: %v, want an error naming rank 2, which closed after 1 call", r, errs[r])
+		}
+	}
+	if errs[2] != nil {
+		t.Errorf("rank 2: %v", errs[2])
+	}
+}
+
+// Async board calls from one rank, many in flight, each with its own
+// answer: a slot is reused only once every rank has read it.
+func TestBoardAsyncInFlight(t *testing.T) {
+	const calls = 40
+	runRanks(t, 3, "", func(ctx context.Context, c *goccl.Comm) error {
+		bufs := make([][]int32, calls)
+		works := make([]*goccl.Work, calls)
+		for i := range calls {
+			bufs[i] = []int32{int32(i * (c.Rank() + 1)), 1}
+			works[i] = c.AllReduceAsync(ctx, bufs[i], reduceop.Sum)
+		}
+		for i, w := range works {
+			if err := w.Wait(ctx); err != nil {
+				return err
+			}
+			if want := int32(i * 6); bufs[i][0] != want || bufs[i][1] != 3 {
+				return fmt.Errorf("rank %d call %d: %v, want [%d 3]", c.Rank(), i, bufs[i], want)
+			}
+		}
+		return nil
+	})
+}
