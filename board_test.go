@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -238,4 +239,30 @@ func TestBoardAsyncInFlight(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// AlgorithmFor says which calls run on the board: small allreduces and
+// barriers, not when an algorithm is forced or the board is off.
+func TestBoardAlgorithmFor(t *testing.T) {
+	check := func(want string, bytes int, opts ...goccl.Option) {
+		t.Helper()
+		comms, err := goccl.NewLocal(2, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			for _, c := range comms {
+				c.Close()
+			}
+		}()
+		if got := comms[0].AlgorithmFor(algo.AllReduce, bytes); string(got) != want {
+			t.Errorf("allreduce of %d bytes: %q, want %q", bytes, got, want)
+		}
+	}
+	check("board", 8)
+	check("board", boardLimit)
+	check(string(algo.Select(algo.AllReduce, boardLimit+1, 2)), boardLimit+1)
+	check("ring", 8, goccl.WithAlgorithm(algo.Ring))
+	t.Setenv(goccl.EnvBoard, "off")
+	check(string(algo.Select(algo.AllReduce, 8, 2)), 8)
 }

@@ -47,6 +47,21 @@ func (c *Comm) choose(coll algo.Collective, bytes int, force algo.Algorithm) alg
 	return algo.SelectFrom(coll, bytes, c.Size(), c.opts.algos)
 }
 
+// AlgorithmFor returns the algorithm a collective of bytes per rank on
+// host memory runs with on c as it stands: the one WithAlgorithm,
+// GOCCL_ALGO or SetAlgorithm forces, else the cost model's pick, or
+// "board" where the call runs on the shared board (board.go). Every rank
+// gets the same answer. goccl bench labels its rows with it.
+func (c *Comm) AlgorithmFor(coll algo.Collective, bytes int) algo.Algorithm {
+	if (coll == algo.AllReduce || coll == algo.Barrier) && c.useBoard(bytes, true) {
+		return algoBoard
+	}
+	if coll == algo.Barrier {
+		return algo.Dissemination
+	}
+	return c.choose(coll, bytes, "")
+}
+
 func pick[F any](c *Comm, coll algo.Collective, bytes int, force algo.Algorithm, table map[algo.Algorithm]F) (algo.Algorithm, F) {
 	a := c.choose(coll, bytes, force)
 	f, ok := table[a]

@@ -639,7 +639,7 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 	}
 	name := string(a)
 	if name == "" {
-		name = "auto:" + string(algo.Select(benchOps[cfg.op].coll, int(size), n))
+		name = "auto:" + string(c.AlgorithmFor(benchOps[cfg.op].coll, int(size)))
 	}
 	switch cfg.op {
 	case "sendrecv":
