@@ -37,4 +37,16 @@
 // see it (a TCP mesh that also links the ranks of one host notices the
 // death of a process that shm's monitor noticed too). Retire retires the
 // tag on every route. Close closes every route.
+//
+// # Boards
+//
+// The router is a transport.Boarder when the route that reaches every
+// member of a group is one and the same, and its endpoint offers boards:
+// transport/shm within a host, so that goccl runs a group's small
+// allreduces and barriers on a shared segment wherever its members share
+// a host, even in a job that spans hosts. The members are asked for by
+// job rank and handed to that endpoint by its own numbering, and Lost
+// names job ranks. A group whose members go by different routes (some on
+// another host) gets an error, and goccl runs its collectives over
+// messages.
 package route

@@ -48,6 +48,7 @@ var (
 	_ transport.StrayReporter    = (*Endpoint)(nil)
 	_ transport.Linker           = (*Endpoint)(nil)
 	_ transport.LinkNotifier     = (*Endpoint)(nil)
+	_ transport.Boarder          = (*Endpoint)(nil)
 )
 
 // New returns rank's endpoint of a job of size ranks over routes: a peer
@@ -224,6 +225,54 @@ func jobError(err error, local, peer int) error {
 		return err
 	}
 	return &transport.PeerError{Op: pe.Op, Peer: peer, Err: pe.Err}
+}
+
+// Board implements transport.Boarder where one route reaches every member
+// and its endpoint offers boards: the board is that endpoint's, asked with
+// the members' ranks within the route, and Lost's errors name job ranks.
+// Members split between routes (another host) share no memory: an error.
+func (e *Endpoint) Board(id uint64, ranks []int, size int) (transport.Board, error) {
+	if len(ranks) == 0 {
+		return nil, errors.New("route: board of no members")
+	}
+	for _, r := range ranks {
+		if err := transport.CheckPeer("board", r, e.size); err != nil {
+			return nil, err
+		}
+	}
+	i := e.via[ranks[0]]
+	bd, ok := e.routes[i].Endpoint.(transport.Boarder)
+	if !ok {
+		return nil, fmt.Errorf("route: %s offers no board", e.routes[i].Name)
+	}
+	local := make([]int, len(ranks))
+	for k, r := range ranks {
+		if e.via[r] != i {
+			return nil, fmt.Errorf("route: board members %d and %d go by %s and %s: no memory in common",
+				ranks[0], r, e.routes[i].Name, e.routes[e.via[r]].Name)
+		}
+		local[k] = e.local[r]
+	}
+	b, err := bd.Board(id, local, size)
+	if err != nil {
+		return nil, fmt.Errorf("route: %s: %w", e.routes[i].Name, err)
+	}
+	return &board{Board: b, jobOf: e.jobOf[i]}, nil
+}
+
+// board is a route's board: Lost names job ranks.
+type board struct {
+	transport.Board
+	jobOf []int
+}
+
+func (b *board) Lost(m int) error {
+	err := b.Board.Lost(m)
+	var pe *transport.PeerError
+	if err == nil || !errors.As(err, &pe) || pe != err || pe.Peer < 0 || pe.Peer >= len(b.jobOf) {
+		return err
+	}
+	return jobError(err, pe.Peer, b.jobOf[pe.Peer])
 }
 
 // OnPeerLoss implements transport.PeerLossNotifier: f hears of each lost

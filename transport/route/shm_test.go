@@ -57,3 +57,7 @@ func TestConformanceShm(t *testing.T) {
 		return asEndpoints(routed(t, size, shmLocal))
 	})
 }
+
+// TestBoardShm is TestBoardMem with each pretend host's ranks over shm:
+// the board is a segment the host's processes (here, Connects) share.
+func TestBoardShm(t *testing.T) { testBoard(t, shmLocal) }

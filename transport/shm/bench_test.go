@@ -57,3 +57,43 @@ func BenchmarkSendRecv1MiB(b *testing.B) {
 	b.Run("copy/posted", func(b *testing.B) { benchSendRecv(b, 1<<20, true, copyCfg) })
 	b.Run("copy/unexpected", func(b *testing.B) { benchSendRecv(b, 1<<20, false, copyCfg) })
 }
+
+// BenchmarkBoardTurn times one turn on a board between two goroutine
+// ranks with their own mappings: each stores the turn's number in its
+// line, wakes, and waits for the other's. It is the floor under an
+// allreduce on the board: the exchange of a cache line each way.
+func BenchmarkBoardTurn(b *testing.B) {
+	eps := connectAll(b, 2, shm.Config{})
+	b.Cleanup(func() { eps[0].Close(); eps[1].Close() })
+	var bs [2]transport.Board
+	for i := range 2 {
+		var err error
+		if bs[i], err = eps[i].Board(1, []int{0, 1}, 128); err != nil {
+			b.Fatal(err)
+		}
+		defer bs[i].Close()
+	}
+	ctx := context.Background()
+	turns := func(me int, n uint64) error {
+		mem := bs[me].Bytes()
+		mine, theirs := boardWord(mem, 8*me), boardWord(mem, 8*(1-me))
+		for i := uint64(1); i <= n; i++ {
+			mine.Store(i)
+			bs[me].Wake()
+			if err := bs[me].Wait(ctx, func() bool { return theirs.Load() >= i }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := make(chan error, 1)
+	go func() { done <- turns(1, uint64(b.N)) }()
+	if err := turns(0, uint64(b.N)); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}

@@ -112,9 +112,65 @@
 // the peer's receives with an error wrapping transport.ErrProtocol that
 // names it, and stops reading its ring.
 //
+// # Boards
+//
+// The Endpoint is a transport.Boarder: Board(id, ranks, size) maps one
+// segment per group, shared by all its members (not one per pair), on
+// which goccl runs allreduces of up to 1 KiB and barriers (see the root
+// package's board.go) without a message. Its file is
+// BoardName(JobID, Nonce, id, ranks, size) in Config.Dir; the name
+// carries a hash of the members and the size, so that a member asking
+// for another group is not handed this one.
+//
+//	offset  0  | magic "gocclbrd" | version | members | block size |
+//	           | group key (FNV-1a of id, ranks, size) | creator pid |
+//	           | ready                                    (line 0)   |
+//	       64  | mapped uint32: members that have mapped it          |
+//	      128  | seq uint32: the futex word waiters park on          |
+//	      192  | sleepers uint32: members parked or about to park    |
+//	      256  +-----------------------------------------------------+
+//	           | the block: size bytes, Bytes(), 64-byte aligned     |
+//
+// The first member to come creates the file (O_EXCL, mode 0600), sizes
+// and maps it, fills the header and stores ready last; a member that
+// finds the file there polls with backoff until it is ready (at most
+// BoardTimeout, then Board fails and the caller does without a board),
+// checks that it is this user's with no access for others, that its size
+// is the header plus the block and that the header names the same group,
+// and maps it. So no member ever waits for another to reach Board (goccl
+// asks at communicator creation, and the members of a group may create
+// it at different times), only for a creator that is in the middle of a
+// few system calls. Each member then increments mapped; the one that
+// makes it the group's size unlinks the file, so once every member has
+// its board nothing is left in Dir, and a crash after that leaves
+// nothing either. A Close (the board's last handle in this endpoint, or
+// the endpoint's) before every member mapped it unlinks it.
+//
+// Wait polls for the endpoint's spin (transport.Spinner) and then parks
+// as a ring's reader does: it increments sleepers, reads seq, looks once
+// more and FUTEX_WAITs with the value read; Wake, after the member's
+// writes, loads sleepers and only if it is not zero increments seq and
+// FUTEX_WAKEs (one load when nobody parks). Either the waker sees the
+// sleeper or the sleeper sees the write, and a bump after the read makes
+// FUTEX_WAIT return at once: no wake-up is lost (TestBoardWakeups parks
+// thousands of times with the safety net off). ctx's end (context.AfterFunc),
+// the loss of a peer (the pidfd monitor, or a goodbye or protocol error
+// seen by a drainer), a board's Close and the endpoint's Close bump seq
+// too, and a FUTEX_WAIT times out after a second as a safety net. Lost(m)
+// is what the endpoint knows of member m: its process exited, it closed
+// its endpoint, or its ring broke the protocol (a *transport.PeerError
+// wrapping transport.ErrPeerClosed). A member killed while parked leaves
+// sleepers above zero: the others then make a FUTEX_WAKE per Wake, which
+// costs time, never correctness.
+//
+// The header is checked once, at mapping; later the transport reads only
+// seq, sleepers and mapped, whose values index nothing. What goes where
+// in the block is the communicator's business.
+//
 // # Left to do
 //
 // A rank that dies between creating its segments and its peers mapping
-// them leaves those files behind (a later job uses another Nonce).
+// them leaves those files behind (a later job uses another Nonce); so
+// does a board whose creator died before every member mapped it.
 // goccl.Init uses it between ranks on one host (transport/route).
 package shm

@@ -61,6 +61,12 @@ func child(mode string) int {
 		fmt.Fprintln(os.Stderr, "child send:", err)
 		return 6
 	}
+	if mode == "board" {
+		if err := childBoard(ep); err != nil { // see TestProcessBoard
+			fmt.Fprintln(os.Stderr, "child board:", err)
+			return 7
+		}
+	}
 	if mode == "hang" {
 		select {} // until SIGKILL
 	}

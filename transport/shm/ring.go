@@ -181,8 +181,11 @@ const (
 // matters is explicit.
 const parkLimit = time.Second
 
-func futexWait(w *atomic.Uint32, val uint32) {
-	ts := unix.NsecToTimespec(int64(parkLimit))
+func futexWait(w *atomic.Uint32, val uint32) { futexWaitFor(w, val, parkLimit) }
+
+// futexWaitFor sleeps while *w == val, for at most d.
+func futexWaitFor(w *atomic.Uint32, val uint32, d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 

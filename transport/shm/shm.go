@@ -128,6 +128,8 @@ type Endpoint struct {
 	wakeR   int // the monitor's wake-up pipe
 	wakeW   int
 	maxMsg  uint64
+	spin    *transport.Spinner // nil: no spinning
+	boards  boards             // board.go
 
 	cmaSent, cmaPulled, cmaRefused, copySent atomic.Uint64
 }
@@ -224,7 +226,8 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 		// A receive is completed by the peer's drainer goroutine: waiting
 		// for it polls as the drainer does, so that a message that comes
 		// within the spin costs no wake-up and no channel.
-		e.m.SetSpin(transport.NewSpinner(cfg.Spin))
+		e.spin = transport.NewSpinner(cfg.Spin)
+		e.m.SetSpin(e.spin)
 	}
 	ok := false
 	var created []string
@@ -925,6 +928,7 @@ func (p *peer) end(err error) {
 	}
 	p.lost.Store(true)
 	kick(p.out.spaceSeq) // a sender waiting for space sees linkErr
+	p.e.wakeBoards()     // their Lost says so now
 	pe := p.recvErr(err).(*transport.PeerError)
 	p.e.m.FailPeer(p.rank, pe)
 	if f := p.e.onLoss.Load(); f != nil && err != errLeft {
@@ -972,6 +976,7 @@ func (e *Endpoint) monitor() {
 				p.dead.Store(true)
 				kick(p.in.dataSeq)
 				kick(p.out.spaceSeq)
+				e.wakeBoards()
 			}
 		}
 	}
@@ -984,6 +989,7 @@ func (e *Endpoint) Close() error {
 	e.once.Do(func() {
 		e.closing.Store(true)
 		close(e.done)
+		e.closeBoards()
 		for _, p := range e.peers {
 			if p == nil {
 				continue
