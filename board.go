@@ -29,26 +29,31 @@ import (
 // holds the same bits. Picture for 4 ranks, call #9 (odd: slot row 1):
 //
 //	row 1:  [r0 #9 | a0]  [r1 #9 | a1]  [r2 #9 | a2]  [r3 #9 | a3]
-//	each rank:  buf = a0 + a1 + a2 + a3, then acks the four slots
+//	each rank:  buf = a0 + a1 + a2 + a3, then acks row 1 up to #9
 //
 // Cost: one write of m bytes and n-1 reads of m bytes per rank, and the
 // reduction of n slots: α_mem + n·m·(β_mem + γ), α_mem being a cache-line
 // transfer (tens of nanoseconds), against ⌈log2 n⌉ message rounds.
 //
-// Layout, for n members (every field at a 64-byte line's start where
-// members poll it):
+// Layout, for n members (each slot and each ack line starts a 64-byte
+// line):
 //
 //	announce  n × 8 lines: member m's entry e = seq mod 8 holds the seq
 //	          and fingerprint of its call seq, written only for calls that
 //	          do not run on the board
+//	acks      n lines: member m's last call read in row 0, in row 1
 //	slots     2 rows × n slots; member m's slot in row seq mod 2:
-//	            line 0: seq u64 | len u64 | fingerprint [32]
-//	            acks:   n × u64, reader r's ack at word r (the last seq it read)
-//	            payload: boardMax bytes
+//	            seq u64 | len u64 | fingerprint [32] | payload (boardMax)
+//
+// A payload of up to 16 bytes shares the slot's first line with its
+// sequence number and fingerprint, so a reader of an 8-byte allreduce
+// pulls one line per peer, and the writer one ack line per peer.
 //
 // Slots are reused: a rank writes its slot in row p for call s only once
-// its previous board call in that row, prev, is written and every other
-// rank has acked it. While ranks keep pace this holds on arrival (a rank
+// its previous board call in that row, prev, is written and every rank
+// has acked it (its ack for row p is prev or later: a rank reads a row's
+// calls in order, since it cannot finish a later one before every slot
+// of the earlier one was rewritten). While ranks keep pace this holds on arrival (a rank
 // reaches call s+2 only after reading everyone's call s+1, which they
 // wrote after reading call s); async calls and calls from several
 // goroutines wait for it.
@@ -74,13 +79,21 @@ const EnvBoard = "GOCCL_BOARD"
 
 // board is one group's block, from one member's side.
 type board struct {
-	tb     transport.Board
-	mem    []byte
-	n, me  int
-	slot   int // bytes of one slot
-	data   int // offset of the slot rows
-	paying int // offset of the payload within a slot
+	tb    transport.Board
+	mem   []byte
+	n, me int
+	slot  int // bytes of one slot
+	acks  int // offset of the ack lines
+	data  int // offset of the slot rows
 }
+
+// Within a slot: the sequence number, the payload's length, the
+// fingerprint, the payload.
+const (
+	slotLen     = 8
+	slotFP      = 16
+	slotPayload = slotFP + fpLen
+)
 
 // newBoard returns c's board, or nil where its transport has none or the
 // environment says no.
@@ -89,9 +102,9 @@ func newBoard(c *Comm, bd transport.Boarder) *board {
 		return nil
 	}
 	n := c.Size()
-	acks := (n*8 + boardLine - 1) / boardLine * boardLine
-	b := &board{n: n, me: c.rank, slot: boardLine + acks + boardMax, paying: boardLine + acks}
-	b.data = n * boardAnn * boardLine
+	b := &board{n: n, me: c.rank, slot: (slotPayload + boardMax + boardLine - 1) / boardLine * boardLine}
+	b.acks = n * boardAnn * boardLine
+	b.data = b.acks + n*boardLine
 	tb, err := bd.Board(c.id, c.ranks, b.data+2*n*b.slot)
 	if err != nil {
 		return nil // a fault plan, say: the collectives go over messages
@@ -149,9 +162,9 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 			return err
 		}
 	}
-	b.word(mine + 8).Store(uint64(len(payload)))
-	copy(b.mem[mine+16:mine+16+fpLen], p.fp[:])
-	copy(b.mem[mine+b.paying:], payload)
+	b.word(mine + slotLen).Store(uint64(len(payload)))
+	copy(b.mem[mine+slotFP:mine+slotPayload], p.fp[:])
+	copy(b.mem[mine+slotPayload:], payload)
 	b.word(mine).Store(seq)
 	b.tb.Wake()
 
@@ -167,13 +180,13 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 		}
 		if p.check {
 			var theirs fingerprint
-			copy(theirs[:], b.mem[off+16:off+16+fpLen])
+			copy(theirs[:], b.mem[off+slotFP:off+slotPayload])
 			if theirs != p.fp {
 				return &Error{Op: p.op, Rank: p.c.rank, Peer: q, Dir: "<-",
 					Err: &mismatchError{mine: p.fp, theirs: theirs, peer: q}}
 			}
 		}
-		if got := int(b.word(off + 8).Load()); got != len(payload) {
+		if got := int(b.word(off + slotLen).Load()); got != len(payload) {
 			r := &request{p: p, peer: q, dir: "<-"}
 			return r.lengthMismatch(got, len(payload))
 		}
@@ -199,17 +212,14 @@ func (b *board) poll(off int, seq uint64) bool {
 
 // payload is member q's payload of n bytes in the call's row.
 func (b *board) payload(seq uint64, q, n int) []byte {
-	off := b.slotOff(int(seq&1), q) + b.paying
+	off := b.slotOff(int(seq&1), q) + slotPayload
 	return b.mem[off : off+n]
 }
 
-// ack tells every member that this rank has read its slot of call seq,
-// which it may then reuse.
+// ack tells every member that this rank has read their slots of call
+// seq, which they may then reuse.
 func (b *board) ack(seq uint64) {
-	row := int(seq & 1)
-	for q := 0; q < b.n; q++ {
-		b.word(b.slotOff(row, q) + boardLine + 8*b.me).Store(seq)
-	}
+	b.word(b.acks + b.me*boardLine + 8*int(seq&1)).Store(seq)
 	b.tb.Wake()
 }
 
@@ -220,8 +230,9 @@ func (b *board) free(off int, prev uint64) bool {
 	if b.word(off).Load() != prev {
 		return false
 	}
+	row := 8 * int(prev&1)
 	for r := 0; r < b.n; r++ {
-		if b.word(off+boardLine+8*r).Load() < prev {
+		if b.word(b.acks+r*boardLine+row).Load() < prev {
 			return false
 		}
 	}
