@@ -40,9 +40,14 @@
 //	                      slot per segment paced by the busiest NIC
 //	doubling allreduce    Σ_k (c_k > 0 ? αe + c_k·N·βe : αi + N·βi) + N·γ
 //	                      + the fold as in Cost, at the level of its pairs
-//	doubling allgather    the same rounds with 2^k·N/p bytes each, no γ
-//	halving reduce-scat.  rounds p/2..1 with 2^k·N/p bytes, + (p-1)/p·N·γ
-//	halving allreduce     reduce-scatter and its mirror (no γ), + fold
+//	doubling allgather    Σ_k (c_k > 0 ? αe + a_k·N/n·βe : αi + 2^k·N/p·βi)
+//	                      + the fold, a_k the most blocks through one NIC
+//	                      in round k (a rank sends the range it gathered; a
+//	                      folded rank's super-block is two blocks)
+//	halving reduce-scat.  the same with r_k (a rank sends its partner's half
+//	                      of its range), + (p-1)/p·N·γ + the fold
+//	halving allreduce     the reduce-scatter's rounds and the allgather's
+//	                      (no γ), + the fold
 //	pairwise all-to-all   (n-1)·αe + Σ_k min(k, L, n-k)·N/n·βe
 //	dissemination barrier d·αe (every round crosses a host boundary)
 //
@@ -121,6 +126,12 @@ type shape struct {
 	// rounds[k] is c_k: the most ranks of one host whose partner in round
 	// k (mask 2^k) of the power-of-two group is on another host.
 	rounds []int
+	// ag[k] and rs[k] are the most blocks (of the n real ranks' blocks)
+	// that leave or enter one host's NIC in round k of the recursive-
+	// doubling allgather (a rank sends the range it has gathered) and of
+	// the recursive-halving reduce-scatter (it sends the partner's half of
+	// its range). A folded rank's super-block holds two blocks.
+	ag, rs []int
 	// foldInter: some fold-in pair (2i, 2i+1), i < n-p, spans two hosts.
 	foldInter bool
 	// treeNIC is the most edges of the double binary tree (both trees)
@@ -165,17 +176,39 @@ func newShape(n, l int) *shape {
 			break
 		}
 	}
+	first := func(v int) int { // v's super-block's first real block
+		if v < rem {
+			return 2 * v
+		}
+		return v + rem
+	}
+	txA, rxA := make([]int, s.hosts), make([]int, s.hosts)
+	txR, rxR := make([]int, s.hosts), make([]int, s.hosts)
 	for mask := 1; mask < p; mask *= 2 {
-		clear(cnt)
-		c := 0
+		for _, x := range [][]int{cnt, txA, rxA, txR, rxR} {
+			clear(x)
+		}
+		c, ag, rs := 0, 0, 0
 		for v := 0; v < p; v++ {
-			a := real(v)
-			if h := host(a); h != host(real(v^mask)) {
-				cnt[h]++
-				c = max(c, cnt[h])
+			u := v ^ mask
+			a, b := host(real(v)), host(real(u))
+			if a == b {
+				continue
 			}
+			cnt[a]++
+			c = max(c, cnt[a])
+			gv, gu := v&^(mask-1), u&^(mask-1)
+			own, theirs := first(gv+mask)-first(gv), first(gu+mask)-first(gu)
+			txA[a] += own
+			rxA[b] += own
+			txR[a] += theirs
+			rxR[b] += theirs
+			ag = max(ag, txA[a], rxA[b])
+			rs = max(rs, txR[a], rxR[b])
 		}
 		s.rounds = append(s.rounds, c)
+		s.ag = append(s.ag, ag)
+		s.rs = append(s.rs, rs)
 	}
 	// The double binary tree of package tree: in-order over positions
 	// 1..n, the children of v being v - lowbit(v)/2 and v + h (h the
@@ -254,13 +287,14 @@ func CostTopo(c Collective, a Algorithm, bytes, n int, t Topology) float64 {
 		fa, fb = ae, be
 	}
 	// round is the time of round k of the power-of-two group moving m
-	// bytes a rank.
-	round := func(k int, m float64) float64 {
-		if c := s.rounds[k]; c > 0 {
-			return ae + float64(c)*m*be
+	// bytes a rank, nic bytes through the busiest NIC if it crosses hosts.
+	round := func(k int, m, nic float64) float64 {
+		if s.rounds[k] > 0 {
+			return ae + nic*be
 		}
 		return ai + m*bi
 	}
+	blk := N / fn
 	// ringStep is one step of the ring with blocks of B bytes, reducing
 	// them or not: the average hop of the cycle with the reduction that
 	// shows (see ringGamma), or, when that leaves the ranks within hosts
@@ -306,26 +340,27 @@ func CostTopo(c Collective, a Algorithm, bytes, n int, t Topology) float64 {
 		return float64(intraRounds)*ai + float64(d-intraRounds)*ae + (li-1)/fn*N*bi + (fn-li)/fn*N*be
 	case a == Doubling && c == AllReduce:
 		x := f * (fa + (2+lp/2)*N*fb + N*ga)
-		for k := range s.rounds {
-			x += round(k, N) + N*ga
+		for k, c := range s.rounds {
+			x += round(k, N, float64(c)*N) + N*ga
 		}
 		return x
 	case a == Doubling && c == AllGather:
 		x := f * (fa + N*fb)
 		for k := range s.rounds {
-			x += round(k, float64(int(1)<<k)*N/fp)
+			x += round(k, float64(int(1)<<k)*N/fp, float64(s.ag[k])*blk)
 		}
 		return x
 	case a == Halving && c == AllReduce:
 		x := ppart*ga + f*(fa+2*N*fb+ppart*fb+N*ga)
 		for k := range s.rounds {
-			x += 2 * round(k, float64(int(1)<<k)*N/fp)
+			m := float64(int(1)<<k) * N / fp
+			x += round(k, m, float64(s.rs[k])*blk) + round(k, m, float64(s.ag[k])*blk)
 		}
 		return x
 	case a == Halving && c == ReduceScatter:
 		x := ppart*ga + f*(fa+(1+1/fn)*N*fb+ppart*fb+N*ga)
 		for k := range s.rounds {
-			x += round(k, float64(int(1)<<k)*N/fp)
+			x += round(k, float64(int(1)<<k)*N/fp, float64(s.rs[k])*blk)
 		}
 		return x
 	case a == Pairwise && c == AllToAll:
