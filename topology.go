@@ -103,5 +103,13 @@ func hostBlocks(perHost int, world []int) int {
 }
 
 // topology is the machine c's algorithm choice assumes: algo's default
-// constants, c.perHost ranks a host.
-func (c *Comm) topology() algo.Topology { return algo.DefaultTopology(c.perHost) }
+// constants, c.perHost ranks a host. A group on one host keeps the
+// host-blind choice it had before hosts were modelled (algo's one level
+// under DefaultCostParams): shared memory's default constants have the
+// same α/β ratio, and nothing measured says how reductions compare there.
+func (c *Comm) topology() algo.Topology {
+	if c.perHost >= c.Size() {
+		return algo.DefaultTopology(1)
+	}
+	return algo.DefaultTopology(c.perHost)
+}

@@ -38,7 +38,8 @@ func TestHostBlocks(t *testing.T) {
 // ranks a 512 KiB allreduce takes the ring where the host-blind model
 // takes Rabenseifner's halving (whose first round sends half the buffer
 // from every rank of a host through its NIC at once). A forced algorithm
-// still wins, and hosts that are not blocks leave the choice host-blind.
+// still wins, and hosts that are not blocks, or one host, leave the choice
+// host-blind.
 func TestInitHostBlocks(t *testing.T) {
 	const size, bytes = 8, 512 << 10
 	if blind := algo.Select(algo.AllReduce, bytes, size); blind != algo.Halving {
@@ -52,6 +53,7 @@ func TestInitHostBlocks(t *testing.T) {
 	}{
 		{"blocks", func(r int) string { return string(rune('a' + r/4)) }, 4, algo.Ring},
 		{"interleaved", func(r int) string { return string(rune('a' + r%2)) }, 1, algo.Halving},
+		{"one host", func(r int) string { return "a" }, size, algo.Halving},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pretendHosts(t, tc.host)
