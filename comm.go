@@ -53,6 +53,10 @@ type Comm struct {
 	p2pMu    sync.Mutex    // posts a point-to-point header and payload together (p2p.go)
 	children atomic.Uint64 // groups created from this one
 	closed   atomic.Bool
+
+	// perHost: this group's ranks a host, in blocks, for the algorithm
+	// choice (topology.go); 0 or 1: one a host, as far as it knows.
+	perHost int
 }
 
 // shared is what the world communicator and every group made from it share.
@@ -77,6 +81,7 @@ type shared struct {
 	doneOne  sync.Once
 	log      *commslog.Logger
 	rdv      *rendezvous       // how Init met the other ranks, or nil (elastic.go)
+	perHost  int               // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
 	devs     devices           // per-device streams and pools of the device data path (devpath.go)
 	boarder  transport.Boarder // the endpoint's boards (board.go), or nil
 }

@@ -44,7 +44,7 @@ func (c *Comm) choose(coll algo.Collective, bytes int, force algo.Algorithm) alg
 	if force != "" && algo.Implements(force, coll) {
 		return force
 	}
-	return algo.SelectFrom(coll, bytes, c.Size(), c.opts.algos)
+	return algo.SelectFromTopo(coll, bytes, c.Size(), c.opts.algos, c.topology())
 }
 
 // AlgorithmFor returns the algorithm a collective of bytes per rank on

@@ -47,7 +47,8 @@ func (c *Comm) child(members []int) *Comm {
 	if me < 0 {
 		return nil
 	}
-	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts}
+	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts,
+		perHost: hostBlocks(c.shared.perHost, world)}
 	g.board = newBoard(g, c.shared.boarder)
 	c.shared.groups.LoadOrStore(g.id, g) // a hash collision keeps the first
 	return g

@@ -202,6 +202,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 
 	var ep transport.Endpoint
 	var rdv *rendezvous
+	perHost := 1 // ranks a host, in blocks (topology.go)
 	switch kind {
 	case "mem":
 		if env.Size != 1 {
@@ -261,7 +262,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			debugLog(log, slog.LevelInfo, "goccl rejoin: transport tcp, as the survivors' Readmit")
 			kind = "tcp"
 		}
-		ep, err = rdv.connectVia(ctx, kind, env.Rank, env.Size, log)
+		ep, perHost, err = rdv.connectVia(ctx, kind, env.Rank, env.Size, log)
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
@@ -278,6 +279,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		return nil, err
 	}
 	c.shared.rdv = rdv
+	c.shared.perHost, c.perHost = perHost, perHost
 	if err := c.settle(ctx); err != nil {
 		return nil, fmt.Errorf("goccl: init: %w", err)
 	}
@@ -367,20 +369,22 @@ var testHostID func(rank int) string
 // connectVia connects this process as rank of size ranks in r's epoch
 // over the transports that kind names ("" is "auto"; see WithTransport),
 // under one route.Endpoint that names each peer's.
-func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int, log *slog.Logger) (transport.Endpoint, error) {
+func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int, log *slog.Logger) (ep transport.Endpoint, perHost int, err error) {
 	if kind == "tcp" {
 		ep, err := r.connect(ctx, rank, size)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return routed(rank, size, route.Route{Name: "tcp", Endpoint: ep})
+		ep, err = routed(rank, size, route.Route{Name: "tcp", Endpoint: ep})
+		return ep, 1, err
 	}
 	if kind == "ib" {
 		ep, err := r.connectIB(ctx, rank, size)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return routed(rank, size, route.Route{Name: "ib", Endpoint: ep})
+		ep, err = routed(rank, size, route.Route{Name: "ib", Endpoint: ep})
+		return ep, 1, err
 	}
 	id, idErr := hostIdentity()
 	if testHostID != nil {
@@ -388,7 +392,7 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 	}
 	if idErr != nil {
 		if kind == "shm" {
-			return nil, fmt.Errorf("transport shm: %w", idErr)
+			return nil, 0, fmt.Errorf("transport shm: %w", idErr)
 		}
 		// Alone on a host of its own: no shared memory, TCP to everyone.
 		debugLog(log, slog.LevelInfo, "goccl host: no shared memory", "reason", idErr)
@@ -400,7 +404,7 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 		// Before hostGroup, whose end every rank's offer precedes.
 		offered, err := ibOffer(ctx, kv, r.jobRank, log)
 		if err != nil {
-			return nil, fmt.Errorf("offering InfiniBand: %w", err)
+			return nil, 0, fmt.Errorf("offering InfiniBand: %w", err)
 		}
 		ibOffered = offered
 	}
@@ -413,15 +417,21 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 	}
 	h, err := hostGroup(ctx, kv, rank, size, id, room)
 	if err != nil {
-		return nil, fmt.Errorf("finding the ranks on this host: %w", err)
+		return nil, 0, fmt.Errorf("finding the ranks on this host: %w", err)
 	}
 	local, nonce := h.local, h.nonce
+	// The cost model's view of the hosts (topology.go), before local
+	// shrinks to this rank when there is no room for shared memory: the
+	// ranks still share the host.
+	if perHost, err = agreeHostBlocks(ctx, kv, local, size); err != nil {
+		return nil, 0, fmt.Errorf("agreeing on the hosts' blocks of ranks: %w", err)
+	}
 	debugLog(log, slog.LevelInfo, "goccl host", "id", id, "local_ranks", formatRanks(local, 64), "shm", nonce != "")
 	switch {
 	case kind == "shm" && len(local) < size:
-		return nil, fmt.Errorf("transport shm: ranks %s are not on this host (%s)", formatRanks(others(local, size), 16), id)
+		return nil, 0, fmt.Errorf("transport shm: ranks %s are not on this host (%s)", formatRanks(others(local, size), 16), id)
 	case kind == "shm" && nonce == "":
-		return nil, fmt.Errorf("transport shm: no room in shared memory for the rings of this host's %d ranks (rank %d measured it; GOCCL_DEBUG=warn there says more)", len(local), h.first)
+		return nil, 0, fmt.Errorf("transport shm: no room in shared memory for the rings of this host's %d ranks (rank %d measured it; GOCCL_DEBUG=warn there says more)", len(local), h.first)
 	case nonce == "":
 		local = []int{rank} // TCP to everyone
 	}
@@ -429,7 +439,7 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 	useIB := false
 	if len(local) < size {
 		if useIB, err = ibAgreed(ctx, kv, ibOffered, size); err != nil {
-			return nil, fmt.Errorf("agreeing on InfiniBand: %w", err)
+			return nil, 0, fmt.Errorf("agreeing on InfiniBand: %w", err)
 		}
 		debugLog(log, slog.LevelInfo, "goccl between hosts", "ib", useIB, "ib_here", ibOffered)
 	}
@@ -444,9 +454,9 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 		if err != nil {
 			// shm numbers the ranks of this host from 0.
 			if pe := (*transport.PeerError)(nil); errors.As(err, &pe) && pe.Peer >= 0 && pe.Peer < len(local) {
-				return nil, fmt.Errorf("shared memory with rank %d: %w", local[pe.Peer], err)
+				return nil, 0, fmt.Errorf("shared memory with rank %d: %w", local[pe.Peer], err)
 			}
-			return nil, fmt.Errorf("shared memory: %w", err)
+			return nil, 0, fmt.Errorf("shared memory: %w", err)
 		}
 		routes = append(routes, route.Route{Name: "shm", Endpoint: shmEp, Ranks: local})
 	}
@@ -463,11 +473,12 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 			for _, rt := range routes {
 				rt.Endpoint.Close()
 			}
-			return nil, err
+			return nil, 0, err
 		}
 		routes = append(routes, route.Route{Name: name, Endpoint: ep})
 	}
-	return routed(rank, size, routes...)
+	ep, err = routed(rank, size, routes...)
+	return ep, perHost, err
 }
 
 // routed is route.New that closes the routes when it fails.

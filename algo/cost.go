@@ -213,8 +213,10 @@ func binomialBcast(n int, al, nb float64) float64 {
 // Package sim holds Select to the simulated best on a flat network from
 // 2 to 4096 ranks and 8 B to 1 GiB, under these constants and under the
 // simulator's: its pick is within 15% of the fastest everywhere (worst
-// 1.09x: the tree over the ring for allreduce on 3 ranks at 256 KiB). Within a host (NVLink-class links beside a slower NIC) the
-// flat model does not hold and Select has no notion of it.
+// 1.09x: the tree over the ring for allreduce on 3 ranks at 256 KiB).
+// Select is host-blind: where several ranks share a host (fast links
+// within it, one NIC out of it) use SelectTopo, whose model counts which
+// steps cross hosts and how many ranks share a NIC (see topology.go).
 func Select(c Collective, bytes, n int) Algorithm {
 	return SelectParams(c, bytes, n, DefaultCostParams)
 }

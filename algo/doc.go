@@ -19,7 +19,9 @@
 // the dissemination barrier ([DisseminationBarrier]), a few helpers shared by
 // the algorithms ([Exchange], [WaitAll], [EvenCounts], [Offsets]), and the
 // alpha-beta cost model ([Cost], [Select], [SelectEnv]) that picks an
-// algorithm for a collective, message size and group size.
+// algorithm for a collective, message size and group size, on one level
+// or, with [Topology], on ranks grouped on hosts ([CostTopo],
+// [SelectTopo]).
 //
 // # Rules every algorithm follows
 //

@@ -126,7 +126,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 	}
 	fs.StringVar(&b.op, "op", "allreduce", "collective: "+strings.Join(ops, ", ")+" (root 0)")
 	dtype := fs.String("dtype", "float32", "element type, for the element size and the count column: "+names(reduceop.DTypes))
-	algoFlag := fs.String("algo", "all", "algorithm family: "+algoNames(benchAlgorithms())+"; all: every one that implements -op; empty: algo.Select's choice per size")
+	algoFlag := fs.String("algo", "all", "algorithm family: "+algoNames(benchAlgorithms())+"; all: every one that implements -op; empty: algo.SelectTopo's choice per size for the simulated hosts")
 	fs.IntVar(&b.ranks, "n", 8, "number of ranks")
 	hosts := fs.Int("hosts", 0, "number of hosts; 0: one per 8 ranks")
 	alpha := fs.String("alpha", "5us", "latency of a message between hosts")
@@ -139,7 +139,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.Float64Var(&cfg.topo.Oversubscription, "oversub", 1, "with -leaf, the leaf uplinks' oversubscription factor")
 	fs.BoolVar(&b.check, "check", false, "move real int64 data and compare each result with a sequential reference (#wrong); small runs only")
 	fs.StringVar(&b.format, "format", "table", "output format: table, csv or json")
-	fs.StringVar(&b.plot, "plot", "", "write busbw against size to this SVG (or PNG, PDF) file: one line per algorithm, dashed beside it its cost formula (algo.Cost with the between-hosts alpha and beta)")
+	fs.StringVar(&b.plot, "plot", "", "write busbw against size to this SVG (or PNG, PDF) file: one line per algorithm, dashed beside it its cost formula (algo.CostTopo: the ranks a host and both levels' alpha and beta)")
 	fs.StringVar(&cfg.trace, "trace", "", "write every run's sends, receives and reductions to this file in Chrome trace-event JSON (one process per run, one row per rank)")
 	fs.BoolVar(&cfg.verbose, "v", false, "print every run's messages step by step, as the algorithms' doc comments draw them, with their virtual times")
 	units := fs.String("units", "GBps", "bandwidth units: GBps (nccl-tests) or gbps (Gbit/s)")
@@ -194,7 +194,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 		for name := range strings.SplitSeq(*algoFlag, ",") {
 			a, err := algo.ParseAlgorithm(name)
 			if err != nil || !algo.Implements(a, coll) {
-				return nil, fmt.Errorf("-algo %q does not implement %s (want %s, all, or empty for algo.Select's choice)", name, b.op, algoNames(valid))
+				return nil, fmt.Errorf("-algo %q does not implement %s (want %s, all, or empty for algo.SelectTopo's choice)", name, b.op, algoNames(valid))
 			}
 			b.algos = append(b.algos, a)
 		}
@@ -239,10 +239,24 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 	return &cfg, nil
 }
 
+// modelTopology is the simulated machine as algo's two-level model sees
+// it: n/hosts ranks a host when the hosts hold equal blocks and have one
+// NIC each behind one switch, else one rank a host (the host-blind model
+// under the inter-host constants).
+func modelTopology(cfg *simConfig) algo.Topology {
+	t, n := cfg.topo, cfg.bench.ranks
+	l := 1
+	if n%t.Hosts == 0 && t.NICs <= 1 && (t.HostsPerLeaf == 0 || t.HostsPerLeaf >= t.Hosts) {
+		l = n / t.Hosts
+	}
+	return algo.Topology{RanksPerHost: l, Intra: algo.Level{Alpha: t.Intra.Alpha, Beta: t.Intra.Beta},
+		Inter: algo.Level{Alpha: t.Inter.Alpha, Beta: t.Inter.Beta}, Gamma: cfg.gamma}
+}
+
 // simRun is one simulated row with what -plot, -trace and -v need.
 type simRun struct {
 	row    result
-	model  float64 // algo.Cost's seconds under the inter-host constants
+	model  float64 // algo.CostTopo's seconds on modelTopology
 	events []sim.Event
 }
 
@@ -298,7 +312,7 @@ func simAll(ctx context.Context, cfg *simConfig, out io.Writer) ([]simRun, error
 		for _, size := range b.sizes() {
 			name, run := string(a), a
 			if a == "" {
-				run = algo.Select(coll, int(size), n)
+				run = algo.SelectTopo(coll, int(size), n, modelTopology(cfg))
 				name = "auto:" + string(run)
 			}
 			scfg := sim.Config{Ranks: n, ElemSize: cfg.elemSize, Topology: cfg.topo, Gamma: cfg.gamma, SizeOnly: !b.check, Record: record}
@@ -316,8 +330,7 @@ func simAll(ctx context.Context, cfg *simConfig, out io.Writer) ([]simRun, error
 					return nil, err
 				}
 			}
-			runs = append(runs, simRun{row: simRow(cfg, name, size, res, wrong), model: algo.Cost(coll, run, int(size), n,
-				algo.CostParams{Alpha: cfg.topo.Inter.Alpha, Beta: cfg.topo.Inter.Beta, Gamma: cfg.gamma}), events: res.Events})
+			runs = append(runs, simRun{row: simRow(cfg, name, size, res, wrong), model: algo.CostTopo(coll, run, int(size), n, modelTopology(cfg)), events: res.Events})
 		}
 	}
 	return runs, nil
@@ -411,8 +424,7 @@ func writeSimTrace(cfg *simConfig, runs []simRun) error {
 }
 
 // plotSim draws busbw against size, a solid line per algorithm and, dashed
-// in the same colour, what algo.Cost predicts for it under the inter-host
-// constants (the flat alpha-beta model).
+// in the same colour, what algo.CostTopo predicts for it (modelTopology).
 func plotSim(path string, cfg *simConfig, runs []simRun) error {
 	b := &cfg.bench
 	p := plot.New()

@@ -1,0 +1,115 @@
+package goccl
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/store"
+)
+
+// The hosts behind the algorithm choice.
+//
+// The cost model that picks an algorithm (algo.SelectFromTopo) needs to
+// know how the ranks sit on hosts: within a host messages go through
+// shared memory, between hosts every rank of a host shares its NIC, and
+// an algorithm that pairs ranks far apart first (Rabenseifner's halving)
+// is then up to 8x slower than the ring on 8 ranks a host. The model
+// describes hosts that hold equal, contiguous blocks of ranks (ranks
+// 0..L-1 on one host, L..2L-1 on the next, as launchers number them);
+// any other layout is modelled as one rank a host, the host-blind choice.
+//
+// Init learns the layout once: each rank knows its host's ranks from
+// hostGroup, and agreeHostBlocks makes every rank agree on L through the
+// store (all ranks must pick the same algorithm). A group made from the
+// world works out its own blocks from the world's at creation
+// (hostBlocks). The per-call path only reads the result.
+
+// agreeHostBlocks returns L when every host holds an aligned block of L
+// ranks (local is this rank's host's job ranks, sorted), and 1 otherwise.
+// Every rank of the job calls it once, after hostGroup: each adds itself
+// to the counter of the L it sees ("-" for a layout that is not a block),
+// passes a barrier, and reads its counter; L holds when all size ranks
+// counted it, and then every rank reads the same answer. Three store calls
+// a rank and one wait, like hostGroup.
+func agreeHostBlocks(ctx context.Context, st store.Store, local []int, size int) (int, error) {
+	l := len(local)
+	key := "hosts/blocks/-"
+	if l > 0 && local[0]%l == 0 && local[l-1] == local[0]+l-1 {
+		key = "hosts/blocks/" + strconv.Itoa(l)
+	}
+	if _, err := st.Add(ctx, key, 1); err != nil {
+		return 0, err
+	}
+	arrived, err := st.Add(ctx, "hosts/blocked", 1)
+	if err != nil {
+		return 0, err
+	}
+	if arrived == int64(size) {
+		if err := st.Set(ctx, "hosts/blocked/all", []byte("1")); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := st.Get(ctx, "hosts/blocked/all"); err != nil {
+		return 0, err
+	}
+	n, err := st.Add(ctx, key, 0)
+	if err != nil {
+		return 0, err
+	}
+	if n == int64(size) && key != "hosts/blocks/-" {
+		return l, nil
+	}
+	return 1, nil
+}
+
+// hostBlocks returns how many ranks of a group sit on each host when the
+// world has perHost ranks a host in aligned blocks and the group's ranks
+// are world (in group order): g when the group's ranks come in runs of g
+// on one host each, every host in one run, and 1 (no blocks the model
+// knows) otherwise.
+func hostBlocks(perHost int, world []int) int {
+	if perHost <= 1 || len(world) == 0 {
+		return 1
+	}
+	g, run := 0, 0
+	seen := map[int]bool{}
+	for i, w := range world {
+		h := w / perHost
+		if i > 0 && h == world[i-1]/perHost {
+			run++
+			continue
+		}
+		if i > 0 {
+			if g == 0 {
+				g = run
+			} else if run != g {
+				return 1
+			}
+		}
+		if seen[h] {
+			return 1
+		}
+		seen[h] = true
+		run = 1
+	}
+	if g == 0 {
+		return run // one host
+	}
+	if run != g {
+		return 1
+	}
+	return g
+}
+
+// topology is the machine c's algorithm choice assumes: algo's default
+// constants, c.perHost ranks a host. A group on one host keeps the
+// host-blind choice it had before hosts were modelled (algo's one level
+// under DefaultCostParams): shared memory's default constants have the
+// same α/β ratio, and nothing measured says how reductions compare there.
+func (c *Comm) topology() algo.Topology {
+	if c.perHost >= c.Size() {
+		return algo.DefaultTopology(1)
+	}
+	return algo.DefaultTopology(c.perHost)
+}
