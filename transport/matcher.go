@@ -56,6 +56,9 @@ func (m *Matcher) Retire(tag Tag) {
 	}
 	for from := range m.peers {
 		p := &m.peers[from]
+		if p.queued.Load() == 0 {
+			continue // a message queued after this look is judged on arrival (finished)
+		}
 		p.mu.Lock()
 		q := p.tags[tag]
 		if q == nil || q.unexp.len() == 0 {
@@ -65,6 +68,7 @@ func (m *Matcher) Retire(tag Tag) {
 		var strays []message
 		for q.unexp.len() > 0 {
 			strays = append(strays, q.unexp.pop())
+			p.queued.Add(-1)
 		}
 		p.release(tag, q)
 		p.mu.Unlock()
@@ -93,6 +97,10 @@ type peerState struct {
 	recvs  []*PostedRecv // released receives, for reuse
 	failed error         // set by FailPeer: no more messages will come
 	closed error         // set by Abort: nothing is delivered any more
+	// queued counts the unexpected messages held (changed under mu), so
+	// that Retire passes a peer with none without taking its lock: at
+	// thousands of ranks a lock per peer per call adds up.
+	queued atomic.Int32
 }
 
 type tagQueue struct {
@@ -227,6 +235,7 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 	}
 	if q := p.tags[tag]; q != nil && q.unexp.len() > 0 {
 		msg := q.unexp.pop()
+		p.queued.Add(-1)
 		p.release(tag, q)
 		var err error
 		copy(buf, msg.data) // on a length mismatch, the common prefix
@@ -338,7 +347,12 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 		}
 		return nil
 	}
+	// Counted before the look at finished: a Retire that saw no message
+	// queued looked before this count, so after the tag was finished,
+	// and the look below sees that.
+	p.queued.Add(1)
 	if h := m.hooks.Load(); h != nil && h.finished(tag) {
+		p.queued.Add(-1)
 		p.release(tag, q)
 		p.mu.Unlock()
 		h.stray(from, tag, message{data: data, done: done, owned: done == nil && !mustCopy})
@@ -408,6 +422,7 @@ func (m *Matcher) FailPeer(peer int, err error) {
 		for q.posted.len() > 0 {
 			fail = append(fail, q.posted.pop())
 		}
+		before := q.unexp.len()
 		keep := q.unexp.items[:0]
 		for _, msg := range q.unexp.live() {
 			if msg.done != nil {
@@ -418,6 +433,7 @@ func (m *Matcher) FailPeer(peer int, err error) {
 		}
 		clear(q.unexp.items[len(keep):])
 		q.unexp.items, q.unexp.head = keep, 0
+		p.queued.Add(int32(len(keep) - before))
 		p.release(tag, q)
 	}
 	p.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -372,5 +373,36 @@ func TestMatcherStray(t *testing.T) {
 	b := make([]byte, len("another tag"))
 	if err := m.Post(1, 8, b).Wait(context.Background()); err != nil || string(b) != "another tag" {
 		t.Fatalf("tag 8: %q, %v", b, err)
+	}
+}
+
+// A message delivered while its tag is being finished and retired is
+// reported, never left queued: Retire passes the peers with nothing
+// queued without their lock, so Deliver must count a message before it
+// looks at finished. The test retires the tag at the worst moment: from
+// inside Deliver's look at finished, which says "not yet".
+func TestMatcherRetireRace(t *testing.T) {
+	m := NewMatcher(2)
+	var finished atomic.Bool
+	var reported atomic.Int64
+	retired := make(chan struct{})
+	m.SetStray(func(Tag) bool {
+		if finished.Swap(true) {
+			return true
+		}
+		go func() { // the owner finishes the call and retires its tag
+			m.Retire(7)
+			close(retired)
+		}()
+		select { // a Retire that looks at this peer waits for its lock
+		case <-retired:
+		case <-time.After(50 * time.Millisecond):
+		}
+		return false
+	}, func(int, Tag, []byte) { reported.Add(1) })
+	m.Deliver(1, 7, []byte("x"))
+	<-retired
+	if got := reported.Load(); got != 1 {
+		t.Fatalf("%d reports, want 1: the message stayed queued under a retired tag", got)
 	}
 }
