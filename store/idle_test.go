@@ -343,3 +343,27 @@ func TestNotParked(t *testing.T) {
 		})
 	}
 }
+
+// TestParkedLastRequest: a request that a client sends just before it
+// hangs up, while its connection is parked, is served before the hang-up
+// ends the connection, as it was with a goroutine per connection.
+func TestParkedLastRequest(t *testing.T) {
+	srv, addr := idleServer(t, time.Millisecond, Options{})
+	c := rawConn(t, addr)
+	if err := c.SetEphemeral("alive/c"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the connection parked", func() bool { return srv.parked() == 1 })
+	if _, err := c.c.Write(appendMsg(nil, &msg{op: opSet, id: 9, args: [][]byte{[]byte("last"), []byte("words")}})); err != nil {
+		t.Fatal(err)
+	}
+	c.c.Close()
+	waitFor(t, "the connection ended", func() bool { return srv.numConns() == 0 })
+	if srv.t.numKeys() != 1 {
+		t.Fatalf("%d keys, want only the last request's", srv.t.numKeys())
+	}
+	v, err := srv.t.wait(context.Background(), "last")
+	if err != nil || string(v) != "words" {
+		t.Fatalf("last: %q %v", v, err)
+	}
+}
