@@ -27,9 +27,15 @@ const (
 
 const nonceLen = 32
 
-// Server is a TCP store server. It keeps every key in memory; each
-// connection is served by its own goroutine, and a Get or Wait that waits
-// blocks neither its connection nor any other.
+// Server is a TCP store server. It keeps every key in memory; a
+// connection that sends requests is served by its own goroutine, and a Get
+// or Wait that waits blocks neither its connection nor any other.
+//
+// On Linux a TCP or Unix connection that has sent nothing for a short
+// while (idleAfter) gives up its goroutine and read buffer and waits at
+// the Server's one idle poller (epoll), which gives it a goroutine again
+// when its next request or its hang-up arrives: an idle rank costs the
+// server its socket and a few hundred bytes, not a goroutine's stack.
 //
 // A Server may serve several listeners at once. Close stops them all.
 //
@@ -50,7 +56,13 @@ type Server struct {
 	conns   map[net.Conn]struct{}
 	pending int // connections accepted that have not authenticated yet
 	closed  bool
-	wg      sync.WaitGroup
+	idle    *idlePoller    // made at the first park
+	noIdle  bool           // the idle poller could not be made: never park
+	wg      sync.WaitGroup // a count per connection, and the idle poller
+
+	// idleAfter is how long a connection's goroutine waits for a request
+	// before it parks the connection at the idle poller.
+	idleAfter time.Duration
 
 	requests atomic.Int64 // requests handled, over all connections
 }
@@ -62,10 +74,11 @@ func (s *Server) Requests() int64 { return s.requests.Load() }
 // NewServer returns a server with an empty store.
 func NewServer(opts Options) *Server {
 	return &Server{
-		opts:  opts,
-		t:     newTable(),
-		lns:   make(map[net.Listener]struct{}),
-		conns: make(map[net.Conn]struct{}),
+		opts:      opts,
+		t:         newTable(),
+		lns:       make(map[net.Listener]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+		idleAfter: idleAfter,
 	}
 }
 
@@ -127,15 +140,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		s.pending++
 		s.conns[c] = struct{}{}
-		s.wg.Add(1)
+		s.wg.Add(1) // done by the connection's end
 		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			s.serveConn(c)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
+		go s.serveConn(c)
 	}
 }
 
@@ -150,63 +157,203 @@ func (s *Server) Close() error {
 	for c := range s.conns {
 		c.Close()
 	}
+	p := s.idle
 	s.mu.Unlock()
+	if p != nil {
+		// After the sockets' Close: the connections it resumes end.
+		p.close()
+	}
 	s.wg.Wait()
 	s.refused.flush(s.opts.logger())
 	return nil
 }
 
-// connReadBuf is a connection's read buffer at the server.
+// connReadBuf is the read buffer of a connection's serving goroutine. A
+// small one: requests are small, and a large value is read straight into
+// its own slice.
 const connReadBuf = 512
 
-// srvConn is the state of one client connection.
+// readers holds the read buffers of serving goroutines: a connection holds
+// one only while it has a goroutine, and gives it back when it parks.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, connReadBuf) }}
+
+func getReader(c net.Conn) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(c)
+	return br
+}
+
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
+}
+
+// idleAfter is how long a serving goroutine waits for its connection's
+// next request before it parks the connection. Not zero: a client's
+// requests come in bursts (Init's rendezvous, a Shrink round), and a
+// goroutine that stays for the next request of a burst saves each request
+// a trip through the poller (an epoll_ctl, a wake, a new goroutine) and
+// the burst's callers that latency. Short: after the burst a rank is idle
+// for the rest of the job, and its goroutine should not outlive the burst
+// by much.
+const idleAfter = 100 * time.Millisecond
+
+// srvConn is the state of one client connection. It has a serving
+// goroutine (serveConn or resume) while it may have requests to read, and
+// none while parked at the idle poller; exactly one of the two owns it.
 type srvConn struct {
 	s      *Server
 	c      net.Conn
 	ctx    context.Context // ends when the connection ends
-	wmu    sync.Mutex      // one reply written at a time
+	stop   context.CancelFunc
+	wmu    sync.Mutex // one reply written at a time
 	mu     sync.Mutex
 	cancel map[uint64]context.CancelFunc // waiting Gets and Waits by id
 	owned  map[string][]byte             // ephemeral keys this connection set
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup                // waiting Gets and Waits
+
+	parkable bool // it may wait at the idle poller; only its goroutine reads or writes this
+	idleState
 }
 
 func (s *Server) serveConn(c net.Conn) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sc := &srvConn{s: s, c: c, ctx: ctx, cancel: make(map[uint64]context.CancelFunc)}
-	// On return: close the socket (unblocking waiters' writes), cancel the
-	// waiting Gets and Waits, then wait for their goroutines.
-	defer sc.dropOwned()
-	defer sc.wg.Wait()
-	defer cancel()
-	defer c.Close()
-
-	// A small read buffer: requests are small, a large value is read
-	// straight into its own slice, and a job's idle ranks each hold a
-	// connection for their liveness key (BENCHMARKS.md, "Scale").
-	br := bufio.NewReaderSize(c, connReadBuf)
+	ctx, stop := context.WithCancel(context.Background())
+	sc := &srvConn{s: s, c: c, ctx: ctx, stop: stop, parkable: canPark(c)}
+	br := getReader(c)
 	first, ok := sc.authenticate(br)
 	s.mu.Lock()
 	s.pending--
 	s.mu.Unlock()
-	if !ok {
-		return
+	parked := ok && (first == nil || sc.handle(*first)) && sc.serve(br)
+	putReader(br)
+	if !parked {
+		sc.end()
 	}
-	if first != nil && !sc.handle(*first) {
-		return
+}
+
+// resume serves a connection that the idle poller has seen readable (a
+// request, or its end).
+func (sc *srvConn) resume() {
+	br := getReader(sc.c)
+	parked := sc.serve(br)
+	putReader(br)
+	if !parked {
+		sc.end()
 	}
-	limit := s.opts.maxMessage()
+}
+
+// serve reads and handles requests until the connection must end (false)
+// or it has been parked at the idle poller (true); then the caller gives br
+// back, which holds nothing.
+func (sc *srvConn) serve(br *bufio.Reader) bool {
+	limit := sc.s.opts.maxMessage()
 	for {
+		if sc.parkable && br.Buffered() == 0 {
+			idle, err := sc.awaitRequest(br)
+			if err != nil {
+				return false
+			}
+			if idle {
+				if sc.s.park(sc) {
+					return true
+				}
+				// Served by this goroutine from now on, blocking in Read
+				// as before the poller, with no deadline.
+				sc.parkable = false
+				if err := sc.c.SetReadDeadline(time.Time{}); err != nil {
+					return false
+				}
+			}
+		}
 		m, err := readMsg(br, limit)
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
 				sc.sendErr(0, codeProtocol, err.Error())
 			}
-			return
+			return false
 		}
 		if !sc.handle(m) {
-			return
+			return false
 		}
+	}
+}
+
+// awaitRequest waits up to idleAfter for the first byte of the next
+// request. It reports idle when none came, with br still empty: the
+// request, when it comes, is all in the kernel's socket buffer. Only the
+// wait for a frame's first byte has a deadline; the rest of a frame is
+// read without one, as always.
+func (sc *srvConn) awaitRequest(br *bufio.Reader) (idle bool, err error) {
+	if err := sc.c.SetReadDeadline(time.Now().Add(sc.s.idleAfter)); err != nil {
+		return false, err
+	}
+	_, err = br.Peek(1)
+	if errors.Is(err, os.ErrDeadlineExceeded) && br.Buffered() == 0 {
+		// Parked with the deadline past: the goroutine that resumes the
+		// connection sets its own before it reads.
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, sc.c.SetReadDeadline(time.Time{})
+}
+
+// park hands sc to the idle poller, making the poller at the first park.
+// It reports false when sc must keep its goroutine: the server is closed,
+// or the poller cannot be made or take sc.
+func (s *Server) park(sc *srvConn) bool {
+	s.mu.Lock()
+	if s.closed || s.noIdle {
+		s.mu.Unlock()
+		return false
+	}
+	if s.idle == nil {
+		p, err := newIdlePoller()
+		if err != nil {
+			s.noIdle = true
+			s.mu.Unlock()
+			s.opts.logger().Warn("goccl store: idle connections keep their goroutines", "err", err)
+			return false
+		}
+		s.idle = p
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			p.run()
+		}()
+	}
+	p := s.idle
+	s.mu.Unlock()
+	return p.park(sc)
+}
+
+// end ends a connection: close the socket (unblocking waiters' writes),
+// cancel the waiting Gets and Waits, wait for their goroutines, drop the
+// connection's ephemeral keys.
+func (sc *srvConn) end() {
+	sc.c.Close()
+	sc.stop()
+	sc.wg.Wait()
+	sc.dropOwned()
+	s := sc.s
+	s.mu.Lock()
+	delete(s.conns, sc.c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// kill closes the connection from one of its waiting Gets or Waits, whose
+// reply could not be written. If the connection is parked nothing reads
+// it, and closing its descriptor takes it out of the epoll set without an
+// event: so it is resumed here, and its goroutine ends it.
+func (sc *srvConn) kill() {
+	sc.c.Close()
+	sc.s.mu.Lock()
+	p := sc.s.idle
+	sc.s.mu.Unlock()
+	if p != nil {
+		p.unpark(sc)
 	}
 }
 
@@ -391,6 +538,9 @@ func (sc *srvConn) handle(m msg) bool {
 		}
 		ctx, cancel := context.WithCancel(sc.ctx)
 		sc.mu.Lock()
+		if sc.cancel == nil {
+			sc.cancel = make(map[uint64]context.CancelFunc)
+		}
 		if _, dup := sc.cancel[m.id]; dup {
 			sc.mu.Unlock()
 			cancel()
@@ -417,7 +567,7 @@ func (sc *srvConn) handle(m msg) bool {
 				r.args = [][]byte{v}
 			}
 			if sc.send(r) != nil {
-				sc.c.Close()
+				sc.kill()
 			}
 		}()
 		return true
@@ -474,3 +624,14 @@ func remoteError(m msg) error {
 }
 
 var _ io.Closer = (*Server)(nil)
+
+// parked returns how many of s's connections wait at the idle poller.
+func (s *Server) parked() int {
+	s.mu.Lock()
+	p := s.idle
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.parked()
+}
