@@ -115,3 +115,17 @@ func BenchmarkMismatchCheck(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAllReduce8B is issue 15's latency-bound call: an 8-byte
+// allreduce on 2 goroutine ranks with the cost model's choice, on the
+// shared board and with the board off (over messages).
+func BenchmarkAllReduce8B(b *testing.B) {
+	for _, board := range []string{"on", "off"} {
+		b.Run("board="+board, func(b *testing.B) {
+			b.Setenv(goccl.EnvBoard, board)
+			benchCollective(b, 2, "", 8, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+				return c.AllReduce(ctx, buf, reduceop.Sum)
+			})
+		})
+	}
+}
