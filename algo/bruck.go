@@ -37,15 +37,7 @@ func BruckAllGather(ctx context.Context, p Peers, buf []byte, counts []int) erro
 	}
 	n, r := p.Size(), p.Rank()
 	off := Offsets(counts, p.ElemSize())
-	// blocks returns the bytes of the m blocks from rank first on.
-	span := func(first, m int) int {
-		s := 0
-		for i := range m {
-			q := (first + i) % n
-			s += off[q+1] - off[q]
-		}
-		return s
-	}
+	span := func(first, m int) int { return ringSpan(off, first, m) }
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		m := min(d, n-d)
 		to, from := (r-d+n)%n, (r+d)%n
@@ -113,14 +105,7 @@ func BruckAllGatherAhead(ctx context.Context, p Peers, buf []byte, counts []int,
 	}
 	n, r := p.Size(), p.Rank()
 	off := Offsets(counts, p.ElemSize())
-	span := func(first, m int) int {
-		s := 0
-		for i := range m {
-			q := (first + i) % n
-			s += off[q+1] - off[q]
-		}
-		return s
-	}
+	span := func(first, m int) int { return ringSpan(off, first, m) }
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		m := max(0, min(d, n-1-d))
 		up, down := (r+d)%n, (r-d+n)%n
@@ -159,4 +144,16 @@ func BruckAllGatherAhead(ctx context.Context, p Peers, buf []byte, counts []int,
 		}
 	}
 	return nil
+}
+
+// ringSpan is the bytes of the m blocks from rank first on, wrapping past
+// the last rank, where block q spans off[q]..off[q+1].
+func ringSpan(off []int, first, m int) int {
+	n := len(off) - 1
+	s := 0
+	for i := range m {
+		q := (first + i) % n
+		s += off[q+1] - off[q]
+	}
+	return s
 }

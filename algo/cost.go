@@ -224,16 +224,7 @@ func Select(c Collective, bytes, n int) Algorithm {
 // SelectParams is Select under the given machine constants. It returns ""
 // if no family implements c.
 func SelectParams(c Collective, bytes, n int, p CostParams) Algorithm {
-	best, bestCost := Algorithm(""), math.Inf(1)
-	for _, a := range Algorithms {
-		if !Implements(a, c) {
-			continue
-		}
-		if t := Cost(c, a, bytes, n, p); best == "" || t < bestCost {
-			best, bestCost = a, t
-		}
-	}
-	return best
+	return cheapest(c, bytes, n, Algorithms, FlatTopology(p))
 }
 
 // EnvAlgo is the environment variable that forces an algorithm.
