@@ -82,9 +82,10 @@ type board struct {
 	tb    transport.Board
 	mem   []byte
 	n, me int
-	slot  int // bytes of one slot
-	acks  int // offset of the ack lines
-	data  int // offset of the slot rows
+	slot  int  // bytes of one slot
+	acks  int  // offset of the ack lines
+	data  int  // offset of the slot rows
+	off   bool // GOCCL_BOARD=0: no call runs on it, every call is announced
 }
 
 // Within a slot: the sequence number, the payload's length, the
@@ -98,7 +99,7 @@ const (
 // newBoard returns c's board, or nil where its transport has none or the
 // environment says no.
 func newBoard(c *Comm, bd transport.Boarder) *board {
-	if bd == nil || c.Size() < 2 || ipcDisabled(c.opts.getenv(EnvBoard)) {
+	if bd == nil || c.Size() < 2 {
 		return nil
 	}
 	n := c.Size()
@@ -110,6 +111,10 @@ func newBoard(c *Comm, bd transport.Boarder) *board {
 		return nil // a fault plan, say: the collectives go over messages
 	}
 	b.tb, b.mem = tb, tb.Bytes()
+	// With the board off the block is still made, and every call is
+	// announced on it: a rank whose GOCCL_BOARD says otherwise then
+	// fails at once, naming this one, instead of waiting to the timeout.
+	b.off = ipcDisabled(c.opts.getenv(EnvBoard))
 	return b
 }
 
@@ -268,6 +273,12 @@ func (b *board) wait(ctx context.Context, p *peers, q int, ready func() bool) er
 			if theirs, ok := b.announced(m, seq); ok {
 				fail = &Error{Op: p.op, Rank: c.rank, Peer: m, Dir: "<-",
 					Err: &mismatchError{mine: p.fp, theirs: theirs, peer: m}}
+				if theirs == p.fp {
+					// The same call, off the board there: the ranks'
+					// GOCCL_BOARD or forced algorithms differ.
+					fail = &Error{Op: p.op, Rank: c.rank, Peer: m, Dir: "<-",
+						Err: fmt.Errorf("%w: %v runs on the shared board here and over messages on peer %d (GOCCL_BOARD or the forced algorithm differs between the ranks)", ErrMismatch, p.fp, m)}
+				}
 				return true
 			}
 		}
@@ -299,7 +310,7 @@ func (b *board) wait(ctx context.Context, p *peers, q int, ready func() bool) er
 // the same call, and where calls differ the fingerprint or the
 // announcement says so.
 func (c *Comm) useBoard(bytes int, free bool) bool {
-	return c.board != nil && bytes <= boardMax && free && c.opts.algos == nil
+	return c.board != nil && !c.board.off && bytes <= boardMax && free && c.opts.algos == nil
 }
 
 // boardAllReduce makes the call of an allreduce on the board.

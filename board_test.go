@@ -13,6 +13,7 @@ import (
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport/mem"
 )
 
 // boardLimit is the largest allreduce that runs on the board (board.go).
@@ -265,4 +266,49 @@ func TestBoardAlgorithmFor(t *testing.T) {
 	check("ring", 8, goccl.WithAlgorithm(algo.Ring))
 	t.Setenv(goccl.EnvBoard, "off")
 	check(string(algo.Select(algo.AllReduce, 8, 2)), 8)
+}
+
+// Ranks whose GOCCL_BOARD differs fail at once with ErrMismatch naming
+// each other, not at the timeout: a rank with the board off still
+// announces its calls on the block.
+func TestBoardSettingDiffers(t *testing.T) {
+	eps := mem.New(2)
+	comms := make([]*goccl.Comm, 2)
+	for r, ep := range eps {
+		setting := map[int]string{0: "1", 1: "0"}[r]
+		c, err := goccl.New(ep, goccl.WithTimeout(20*time.Second), goccl.WithGetenv(func(k string) string {
+			if k == goccl.EnvBoard {
+				return setting
+			}
+			return ""
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms[r] = c
+	}
+	start := time.Now()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			errs[r] = c.AllReduce(context.Background(), []float32{1}, reduceop.Sum)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		var ge *goccl.Error
+		if !errors.Is(err, goccl.ErrMismatch) || !errors.As(err, &ge) || ge.Peer != 1-r {
+			t.Errorf("rank %d: %v, want ErrMismatch naming rank %d", r, err, 1-r)
+		}
+	}
+	if !strings.Contains(errs[0].Error(), "GOCCL_BOARD") {
+		t.Errorf("rank 0: %v, want the error to name GOCCL_BOARD", errs[0])
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("took %v: the timeout, not the mismatch, ended it", d)
+	}
 }
