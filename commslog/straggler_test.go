@@ -12,15 +12,20 @@ import (
 )
 
 // fakeGroup is n in-process ranks that can allgather []float64: each rank
-// sends its slice to every inbox, then reads n slices from its own.
+// sends its slice, numbered by its round, to every inbox, then reads the n
+// slices of that round from its own, keeping those of the next round that
+// a faster rank already sent (a rank is at most one round ahead of any
+// other, since finishing a round takes every rank's message of it).
 type fakeGroup struct {
-	n     int
-	inbox []chan fakeMsg
+	n       int
+	inbox   []chan fakeMsg
+	round   []int       // per rank, its allgathers so far (only its goroutine touches it)
+	pending [][]fakeMsg // per rank, messages of its next round that came early
 }
 
 type fakeMsg struct {
-	from int
-	v    []float64
+	from, round int
+	v           []float64
 }
 
 type fakeRank struct {
@@ -29,10 +34,10 @@ type fakeRank struct {
 }
 
 func newFakeGroup(n int) []Gatherer {
-	g := &fakeGroup{n: n, inbox: make([]chan fakeMsg, n)}
+	g := &fakeGroup{n: n, inbox: make([]chan fakeMsg, n), round: make([]int, n), pending: make([][]fakeMsg, n)}
 	rs := make([]Gatherer, n)
 	for i := range n {
-		g.inbox[i] = make(chan fakeMsg, n)
+		g.inbox[i] = make(chan fakeMsg, 2*n)
 		rs[i] = fakeRank{g, i}
 	}
 	return rs
@@ -47,23 +52,37 @@ func (f fakeRank) AllGather(ctx context.Context, send, recv any) error {
 	if !ok1 || !ok2 || len(r) != f.g.n*len(s) {
 		return fmt.Errorf("fake allgather: bad buffers %T %T", send, recv)
 	}
+	round := f.g.round[f.rank]
+	f.g.round[f.rank]++
 	for _, in := range f.g.inbox {
 		select {
-		case in <- fakeMsg{f.rank, append([]float64(nil), s...)}:
+		case in <- fakeMsg{f.rank, round, append([]float64(nil), s...)}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	for range f.g.n {
-		select {
-		case m := <-f.g.inbox[f.rank]:
-			if len(m.v) != len(s) {
-				return fmt.Errorf("fake allgather: rank %d sent %d values, want %d", m.from, len(m.v), len(s))
+	early := f.g.pending[f.rank]
+	f.g.pending[f.rank] = nil
+	for got := 0; got < f.g.n; {
+		var m fakeMsg
+		if len(early) > 0 {
+			m, early = early[0], early[1:]
+		} else {
+			select {
+			case m = <-f.g.inbox[f.rank]:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			copy(r[m.from*len(s):], m.v)
-		case <-ctx.Done():
-			return ctx.Err()
 		}
+		if m.round != round {
+			f.g.pending[f.rank] = append(f.g.pending[f.rank], m)
+			continue
+		}
+		if len(m.v) != len(s) {
+			return fmt.Errorf("fake allgather: rank %d sent %d values, want %d", m.from, len(m.v), len(s))
+		}
+		copy(r[m.from*len(s):], m.v)
+		got++
 	}
 	return nil
 }
