@@ -14,8 +14,8 @@ import (
 )
 
 // The board: small collectives in shared memory. Where every rank of a
-// group shares memory with every other (goroutines over transport/mem),
-// the transport offers a block that all of them map (transport.Board),
+// group shares memory with every other (goroutines over transport/mem,
+// processes of one host over transport/shm), the transport offers a block that all of them map (transport.Board),
 // and allreduces of up to boardMax bytes and barriers run on it instead
 // of over messages: each rank writes its contribution, with its call's
 // fingerprint, into a slot of its own, publishes it by storing the call's
@@ -53,10 +53,10 @@ import (
 // its previous board call in that row, prev, is written and every rank
 // has acked it (its ack for row p is prev or later: a rank reads a row's
 // calls in order, since it cannot finish a later one before every slot
-// of the earlier one was rewritten). While ranks keep pace this holds on arrival (a rank
-// reaches call s+2 only after reading everyone's call s+1, which they
-// wrote after reading call s); async calls and calls from several
-// goroutines wait for it.
+// of the earlier one was rewritten). While ranks keep pace this holds on
+// arrival (a rank reaches call s+2 only after reading everyone's call
+// s+1, which they wrote after reading call s); async calls and calls from
+// several goroutines wait for it.
 //
 // Mismatches. A slot carries its call's fingerprint, and the reader
 // compares it with its own, as for a first message. A rank whose call
@@ -271,14 +271,13 @@ func (b *board) wait(ctx context.Context, p *peers, q int, ready func() bool) er
 				return true
 			}
 			if theirs, ok := b.announced(m, seq); ok {
-				fail = &Error{Op: p.op, Rank: c.rank, Peer: m, Dir: "<-",
-					Err: &mismatchError{mine: p.fp, theirs: theirs, peer: m}}
+				var why error = &mismatchError{mine: p.fp, theirs: theirs, peer: m}
 				if theirs == p.fp {
 					// The same call, off the board there: the ranks'
 					// GOCCL_BOARD or forced algorithms differ.
-					fail = &Error{Op: p.op, Rank: c.rank, Peer: m, Dir: "<-",
-						Err: fmt.Errorf("%w: %v runs on the shared board here and over messages on peer %d (GOCCL_BOARD or the forced algorithm differs between the ranks)", ErrMismatch, p.fp, m)}
+					why = fmt.Errorf("%w: %v runs on the shared board here and over messages on peer %d (GOCCL_BOARD or the forced algorithm differs between the ranks)", ErrMismatch, p.fp, m)
 				}
+				fail = &Error{Op: p.op, Rank: c.rank, Peer: m, Dir: "<-", Err: why}
 				return true
 			}
 		}

@@ -108,10 +108,18 @@ func TestBoardBarrierGroupLog(t *testing.T) {
 		if sent := c.Traffic().Total().SentMsgs - before; sent != 0 {
 			return fmt.Errorf("rank %d: the group's allreduce sent %d messages", c.Rank(), sent)
 		}
+		barriers := 0
 		for _, r := range c.CommsLog().Records() {
-			if r.Op == commslog.Barrier && r.Algo != "board" {
+			if r.Op != commslog.Barrier {
+				continue
+			}
+			barriers++
+			if r.Algo != "board" {
 				return fmt.Errorf("rank %d: barrier ran with %q", c.Rank(), r.Algo)
 			}
+		}
+		if barriers < 50 {
+			return fmt.Errorf("rank %d: the comms log holds %d barriers, want 50", c.Rank(), barriers)
 		}
 		return nil
 	}, goccl.WithCommsLog(commslog.Config{Enabled: true}))

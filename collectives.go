@@ -163,11 +163,7 @@ func (k *call) take(async bool) {
 		return
 	}
 	c := k.c
-	if k.onBoard {
-		p.tag, k.prev = c.orderBoard()
-	} else {
-		p.tag = c.order()
-	}
+	p.tag, k.prev = c.orderCall(k.onBoard)
 	if p.check || c.board != nil {
 		p.fp = makeFingerprint(k, c.id, p.tag)
 	}

@@ -43,25 +43,23 @@ type callTrack struct {
 // order takes the call's tag and counts it in flight, as one step, so
 // that no call is ever counted finished before it is ordered.
 func (c *Comm) order() transport.Tag {
-	t := &c.track
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tag := c.nextTag()
-	t.inflight = append(t.inflight, uint64(tag)&(tagP2P-1))
+	tag, _ := c.orderCall(false)
 	return tag
 }
 
-// orderBoard is order for a call that runs on the board: it also returns
-// this rank's previous board call in the call's slot row, which must be
-// written and acked before the slot takes this one.
-func (c *Comm) orderBoard() (tag transport.Tag, prev uint64) {
+// orderCall is order for a call that may run on the board (onBoard):
+// such a call also gets this rank's previous board call in its slot row,
+// which must be written and acked before the slot takes this one.
+func (c *Comm) orderCall(onBoard bool) (tag transport.Tag, prev uint64) {
 	t := &c.track
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tag = c.nextTag()
 	seq := uint64(tag) & (tagP2P - 1)
 	t.inflight = append(t.inflight, seq)
-	prev, t.boardLast[seq&1] = t.boardLast[seq&1], seq
+	if onBoard {
+		prev, t.boardLast[seq&1] = t.boardLast[seq&1], seq
+	}
 	return tag, prev
 }
 

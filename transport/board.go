@@ -3,7 +3,8 @@ package transport
 import "context"
 
 // Boarder is an optional capability of an Endpoint whose ranks can share
-// memory (transport/mem: goroutines of one process). A communicator runs
+// memory (transport/mem: goroutines of one process; transport/shm:
+// processes of one host; transport/route forwards it). A communicator runs
 // its small collectives on a Board instead of over messages: each rank
 // writes its contribution into its own part of the block and reads the
 // others' straight from theirs, so an 8-byte allreduce costs a few cache
