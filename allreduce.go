@@ -14,7 +14,7 @@ import (
 // every rank's buf (torch.distributed.all_reduce). Avg divides the sum by
 // Size once, at the end.
 func (c *Comm) AllReduce(ctx context.Context, buf any, op reduceop.Op) error {
-	return checked(c.allReduce(commslog.AllReduce, buf, op, "")).exec(ctx)
+	return checked(c.allReduce(commslog.AllReduce, buf, op, "")).do(ctx)
 }
 
 // AllReduceAsync starts AllReduce and returns at once.

@@ -15,11 +15,9 @@ import (
 func (c *Comm) Barrier(ctx context.Context) error {
 	const name = commslog.Barrier
 	if c.useBoard(0, true) {
-		k := c.newCall(name, 0, 0, algoBoard)
-		k.onBoard = true
-		p := c.peers(k, reduceop.Uint8, nil)
-		k.run = func(ctx context.Context) error { return c.board.barrier(ctx, p, k.prev) }
-		return k.exec(ctx)
+		k := c.newBoardCall(name, 0, 0)
+		c.peers(k, reduceop.Uint8, nil)
+		return k.do(ctx)
 	}
 	k := c.newCall(name, 0, 0, algo.Dissemination)
 	p := c.peers(k, reduceop.Uint8, nil)

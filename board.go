@@ -312,23 +312,37 @@ func (c *Comm) useBoard(bytes int, free bool) bool {
 	return c.board != nil && !c.board.off && bytes <= boardMax && free && c.opts.algos == nil
 }
 
+// newBoardCall makes a call that runs on c's board, from the pool (a
+// synchronous caller returns it with do).
+func (c *Comm) newBoardCall(name string, dt reduceop.DType, bytes int) *call {
+	k := callPool.Get().(*call)
+	*k = call{c: c, op: name, dt: dt, bytes: int64(bytes), algo: string(algoBoard), root: -1, onBoard: true, pooled: true}
+	return k
+}
+
 // boardAllReduce makes the call of an allreduce on the board.
 func (c *Comm) boardAllReduce(name string, v view, op reduceop.Op) *call {
-	k := c.newCall(name, v.dt, v.bytes(), algoBoard).agree(v.n, op, -1)
+	k := c.newBoardCall(name, v.dt, v.bytes()).agree(v.n, op, -1)
 	k.silent = false // the board compares fingerprints even with no element
-	k.onBoard = true
-	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
-	n := c.Size()
-	k.run = func(ctx context.Context) error {
-		if err := c.board.allReduce(ctx, p, k.prev, v.b); err != nil {
-			return err
-		}
-		if op == reduceop.Avg {
-			return (reduceop.Host{}).Scale(v.dt, v.b, n)
-		}
-		return nil
-	}
+	k.boardBuf, k.boardOp = v.b, op
+	c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	return k
+}
+
+// run runs k, a call on the board: an allreduce of k.boardBuf with
+// k.boardOp, or a barrier where k has no reducer.
+func (b *board) run(ctx context.Context, k *call) error {
+	p := k.p
+	if p.reduce == nil {
+		return b.barrier(ctx, p, k.prev)
+	}
+	if err := b.allReduce(ctx, p, k.prev, k.boardBuf); err != nil {
+		return err
+	}
+	if k.boardOp == reduceop.Avg {
+		return (reduceop.Host{}).Scale(k.dt, k.boardBuf, b.n)
+	}
+	return nil
 }
 
 // allReduce is the board's allreduce: every rank reduces all the slots,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccl/goccl/commslog"
@@ -48,8 +49,14 @@ type call struct {
 
 	// onBoard: the call runs on the group's board (board.go); prev is
 	// this rank's previous board call in the same slot row, set by take.
-	onBoard bool
-	prev    uint64
+	// A board call has no run: exec runs board.run with its buffer and
+	// op, so that the call needs no closure, and a pooled one (from
+	// newBoardCall) goes back to the pool when it succeeds.
+	onBoard  bool
+	prev     uint64
+	boardBuf []byte
+	boardOp  reduceop.Op
+	pooled   bool
 
 	p   *peers // what the call runs on, once ordered (nil: no bytes move)
 	own peers  // what p points to: one allocation for both
@@ -102,9 +109,12 @@ func (k *call) exec(ctx context.Context) error {
 		start = time.Now()
 	}
 	var err error
-	if (k.root >= 0 || k.silent) && k.p != nil && k.p.check && c.Size() > 1 {
+	switch {
+	case k.onBoard:
+		err = c.board.run(ctx, k)
+	case (k.root >= 0 || k.silent) && k.p != nil && k.p.check && c.Size() > 1:
 		err = k.p.rootChecked(ctx, k.run)
-	} else {
+	default:
 		err = k.run(ctx)
 	}
 	if err != nil && errors.Is(caller.Err(), context.Canceled) {
@@ -147,6 +157,23 @@ func (k *call) exec(ctx context.Context) error {
 	}
 	return nil
 }
+
+// do is exec for a call made for one synchronous use: a pooled call
+// (newBoardCall) goes back to the pool once it has succeeded. One that
+// failed is left to the garbage collector, since the flight recorder
+// keeps what it waited on.
+func (k *call) do(ctx context.Context) error {
+	err := k.exec(ctx)
+	if err == nil && k.pooled {
+		*k = call{}
+		callPool.Put(k)
+	}
+	return err
+}
+
+// callPool holds the calls of board collectives (board.go), the ones
+// whose allocation shows in their time.
+var callPool = sync.Pool{New: func() any { return new(call) }}
 
 // startTime is when ctx, made by WithTimeout(caller, timeout), began:
 // its deadline less the timeout, unless the caller's own deadline came
