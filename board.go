@@ -96,26 +96,31 @@ const (
 	slotPayload = slotFP + fpLen
 )
 
-// newBoard returns c's board, or nil where its transport has none or the
-// environment says no.
-func newBoard(c *Comm, bd transport.Boarder) *board {
+// newBoard returns c's board, or nil where its transport offers none
+// (transport.ErrNoBoard: the answer of every member). Any other failure to
+// get it is an error: the other members may have the board, and their
+// calls would wait on this rank's slot until the timeout.
+func newBoard(c *Comm, bd transport.Boarder) (*board, error) {
 	if bd == nil || c.Size() < 2 {
-		return nil
+		return nil, nil
 	}
 	n := c.Size()
 	b := &board{n: n, me: c.rank, slot: (slotPayload + boardMax + boardLine - 1) / boardLine * boardLine}
 	b.acks = n * boardAnn * boardLine
 	b.data = b.acks + n*boardLine
 	tb, err := bd.Board(c.id, c.ranks, b.data+2*n*b.slot)
+	if errors.Is(err, transport.ErrNoBoard) {
+		return nil, nil // the collectives go over messages
+	}
 	if err != nil {
-		return nil // a fault plan, say: the collectives go over messages
+		return nil, fmt.Errorf("shared-memory board of group %#x: %w", c.id, err)
 	}
 	b.tb, b.mem = tb, tb.Bytes()
 	// With the board off the block is still made, and every call is
 	// announced on it: a rank whose GOCCL_BOARD says otherwise then
 	// fails at once, naming this one, instead of waiting to the timeout.
 	b.off = ipcDisabled(c.opts.getenv(EnvBoard))
-	return b
+	return b, nil
 }
 
 func (b *board) word(off int) *atomic.Uint64 {

@@ -13,6 +13,7 @@ import (
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
 )
 
@@ -318,5 +319,73 @@ func TestBoardSettingDiffers(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("took %v: the timeout, not the mismatch, ended it", d)
+	}
+}
+
+// boardFails is a transport/mem endpoint whose Board fails on this rank
+// for every group but the world, as a rank that runs out of memory or
+// descriptors would while its peers map the board.
+type boardFails struct {
+	transport.Endpoint
+	bd    transport.Boarder
+	world bool // the world's board fails too
+}
+
+func (e boardFails) Board(id uint64, ranks []int, size int) (transport.Board, error) {
+	if id != 0 || e.world {
+		return nil, errors.New("out of memory (test)")
+	}
+	return e.bd.Board(id, ranks, size)
+}
+
+// A member that cannot get a group's board fails NewGroup and aborts the
+// communicator, so that the members that have the board, whose small
+// calls would wait on its slot until the timeout (20 s here), fail at
+// once naming it. Where the failure is the world's board, New fails.
+func TestBoardMemberWithout(t *testing.T) {
+	eps := mem.New(3)
+	comms := make([]*goccl.Comm, 3)
+	for r, ep := range eps {
+		if r == 1 {
+			ep = boardFails{Endpoint: ep, bd: ep.(transport.Boarder)}
+		}
+		c, err := goccl.New(ep, goccl.WithTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms[r] = c
+	}
+	ctx := context.Background()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			defer c.Close()
+			g, err := c.NewGroup([]int{0, 1, 2})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = g.AllReduce(ctx, []float32{1}, reduceop.Sum)
+		})
+	}
+	wg.Wait()
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "out of memory (test)") {
+		t.Errorf("rank 1: %v, want NewGroup's error saying why its board failed", errs[1])
+	}
+	for _, r := range []int{0, 2} {
+		var ge *goccl.Error
+		if !errors.Is(errs[r], goccl.ErrAborted) || errors.Is(errs[r], goccl.ErrTimeout) ||
+			!errors.As(errs[r], &ge) || ge.Peer != 1 {
+			t.Errorf("rank %d: %v, want an abort naming rank 1 (rank 1's own error says why)", r, errs[r])
+		}
+	}
+
+	two := mem.New(2)
+	defer two[0].Close()
+	defer two[1].Close()
+	_, err := goccl.New(boardFails{Endpoint: two[1], bd: two[1].(transport.Boarder), world: true})
+	if err == nil || !strings.Contains(err.Error(), "out of memory (test)") {
+		t.Errorf("New with no world board: %v, want its failure", err)
 	}
 }

@@ -195,7 +195,10 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.devs.noIPC = ipcDisabled(o.getenv(EnvDeviceIPC))
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	sh.boarder, _ = ep.(transport.Boarder)
-	c.board = newBoard(c, sh.boarder)
+	var err error
+	if c.board, err = newBoard(c, sh.boarder); err != nil {
+		return nil, fmt.Errorf("goccl: rank %d: %w", c.rank, err)
+	}
 	sh.groups.Store(uint64(0), c)
 	sh.flight.watchSignal(c)
 	if sr, ok := ep.(transport.StrayReporter); ok {

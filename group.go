@@ -12,7 +12,9 @@ import (
 // Every rank of c must call NewGroup with the same ranks, in the same order
 // relative to its other NewGroup and Split calls. Members get the group,
 // ordered by their rank in c; ranks not in the list get (nil, nil). The
-// group shares c's connections and ends when c's world is closed.
+// group shares c's connections and ends when c's world is closed. A member
+// that cannot map the group's shared-memory board, where its peers may
+// have, gets the error and aborts c, which its peers then hear of.
 func (c *Comm) NewGroup(ranks []int) (*Comm, error) {
 	const name = "new_group"
 	if err := c.usable(name); err != nil {
@@ -31,13 +33,19 @@ func (c *Comm) NewGroup(ranks []int) (*Comm, error) {
 			return nil, invalid(name, c.rank, "rank %d listed twice", r)
 		}
 	}
-	return c.child(sorted), nil
+	return c.child(name, sorted)
 }
 
 // child makes the group of c's ranks members (in order), or nil if this
 // rank is not one of them. Every rank of c advances the child counter, so
 // all members derive the same group id.
-func (c *Comm) child(members []int) *Comm {
+//
+// A member that cannot get the group's shared-memory board where the
+// transport offers one (newBoard) fails, and aborts c: the other members
+// may have the board, and their small collectives on the group would
+// wait on this rank's slot until the timeout; the abort makes them fail
+// at once, naming this rank and why.
+func (c *Comm) child(op string, members []int) (*Comm, error) {
 	n := c.children.Add(1)
 	me := slices.Index(members, c.rank)
 	world := make([]int, len(members))
@@ -45,13 +53,18 @@ func (c *Comm) child(members []int) *Comm {
 		world[i] = c.ranks[r]
 	}
 	if me < 0 {
-		return nil
+		return nil, nil
 	}
 	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts,
 		perHost: hostBlocks(c.shared.perHost, world)}
-	g.board = newBoard(g, c.shared.boarder)
+	var err error
+	if g.board, err = newBoard(g, c.shared.boarder); err != nil {
+		e := &Error{Op: op, Rank: c.rank, Peer: -1, Err: err}
+		c.abort(e)
+		return nil, e
+	}
 	c.shared.groups.LoadOrStore(g.id, g) // a hash collision keeps the first
-	return g
+	return g, nil
 }
 
 // NoColor is the Split color of ranks that join no group.
@@ -85,5 +98,5 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		c.children.Add(1)
 		return nil, nil
 	}
-	return c.child(members), nil
+	return c.child(name, members)
 }

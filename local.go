@@ -20,8 +20,12 @@ func NewLocal(n int, opts ...Option) ([]*Comm, error) {
 	for i, ep := range eps {
 		c, err := New(ep, opts...)
 		if err != nil {
-			for _, ep := range eps {
-				ep.Close()
+			for j := range eps {
+				if j < i {
+					comms[j].Close() // and its endpoint
+				} else {
+					eps[j].Close()
+				}
 			}
 			return nil, err
 		}

@@ -1,6 +1,9 @@
 package transport
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Boarder is an optional capability of an Endpoint whose ranks can share
 // memory (transport/mem: goroutines of one process; transport/shm:
@@ -17,12 +20,19 @@ type Boarder interface {
 	// Board returns the block of the group id whose members are the
 	// endpoint ranks in ranks (in group order, this rank among them), at
 	// least size bytes, zeroed when the first member asks for it. Every
-	// member must ask with the same id, ranks and size. It fails where
-	// the members do not all share memory with this rank, or where the
-	// endpoint cannot offer a board (a fault plan that a board would
-	// bypass).
+	// member must ask with the same id, ranks and size. Where the members
+	// do not all share memory with this rank, or the endpoint cannot
+	// offer a board (a fault plan that a board would bypass), the error
+	// wraps ErrNoBoard. Any other error is this member's failure alone
+	// (no memory, no descriptor, a segment it could not map), while the
+	// other members may have the board.
 	Board(id uint64, ranks []int, size int) (Board, error)
 }
+
+// ErrNoBoard is a Boarder's answer for a group that it offers no board
+// to. Every member of the group gets the same answer, so the group can
+// run its collectives over messages instead.
+var ErrNoBoard = errors.New("no shared board for this group")
 
 // Board is memory shared by the members of a group, with a way to sleep
 // until a member has written something.

@@ -2,7 +2,6 @@ package mem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -47,7 +46,7 @@ type memberBoard struct {
 func (e *endpoint) Board(id uint64, ranks []int, size int) (transport.Board, error) {
 	m := e.mesh
 	if len(m.cfg.Faults) > 0 {
-		return nil, errors.New("mem: no board under a fault plan")
+		return nil, fmt.Errorf("mem: %w: a fault plan is set", transport.ErrNoBoard)
 	}
 	if !slices.Contains(ranks, e.rank) {
 		return nil, fmt.Errorf("mem: board of %v asked by rank %d, not a member", ranks, e.rank)

@@ -243,13 +243,13 @@ func (e *Endpoint) Board(id uint64, ranks []int, size int) (transport.Board, err
 	i := e.via[ranks[0]]
 	bd, ok := e.routes[i].Endpoint.(transport.Boarder)
 	if !ok {
-		return nil, fmt.Errorf("route: %s offers no board", e.routes[i].Name)
+		return nil, fmt.Errorf("route: %w: %s offers none", transport.ErrNoBoard, e.routes[i].Name)
 	}
 	local := make([]int, len(ranks))
 	for k, r := range ranks {
 		if e.via[r] != i {
-			return nil, fmt.Errorf("route: board members %d and %d go by %s and %s: no memory in common",
-				ranks[0], r, e.routes[i].Name, e.routes[e.via[r]].Name)
+			return nil, fmt.Errorf("route: %w: members %d and %d go by %s and %s, no memory in common",
+				transport.ErrNoBoard, ranks[0], r, e.routes[i].Name, e.routes[e.via[r]].Name)
 		}
 		local[k] = e.local[r]
 	}
