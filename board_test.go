@@ -281,21 +281,15 @@ func TestBoardAlgorithmFor(t *testing.T) {
 // each other, not at the timeout: a rank with the board off still
 // announces its calls on the block.
 func TestBoardSettingDiffers(t *testing.T) {
-	eps := mem.New(2)
-	comms := make([]*goccl.Comm, 2)
-	for r, ep := range eps {
+	comms := newComms(t, mem.New(2), func(r int, ep transport.Endpoint) (transport.Endpoint, goccl.Option) {
 		setting := map[int]string{0: "1", 1: "0"}[r]
-		c, err := goccl.New(ep, goccl.WithTimeout(20*time.Second), goccl.WithGetenv(func(k string) string {
+		return ep, goccl.WithGetenv(func(k string) string {
 			if k == goccl.EnvBoard {
 				return setting
 			}
 			return ""
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		comms[r] = c
-	}
+		})
+	})
 	start := time.Now()
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
@@ -343,18 +337,12 @@ func (e boardFails) Board(id uint64, ranks []int, size int) (transport.Board, er
 // calls would wait on its slot until the timeout (20 s here), fail at
 // once naming it. Where the failure is the world's board, New fails.
 func TestBoardMemberWithout(t *testing.T) {
-	eps := mem.New(3)
-	comms := make([]*goccl.Comm, 3)
-	for r, ep := range eps {
+	comms := newComms(t, mem.New(3), func(r int, ep transport.Endpoint) (transport.Endpoint, goccl.Option) {
 		if r == 1 {
 			ep = boardFails{Endpoint: ep, bd: ep.(transport.Boarder)}
 		}
-		c, err := goccl.New(ep, goccl.WithTimeout(20*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		comms[r] = c
-	}
+		return ep, goccl.WithTimeout(20 * time.Second)
+	})
 	ctx := context.Background()
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
@@ -388,4 +376,20 @@ func TestBoardMemberWithout(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "out of memory (test)") {
 		t.Errorf("New with no world board: %v, want its failure", err)
 	}
+}
+
+// newComms makes a communicator with a 20 s timeout on each endpoint, or
+// on what each returns for it, with the option it returns.
+func newComms(t *testing.T, eps []transport.Endpoint, each func(r int, ep transport.Endpoint) (transport.Endpoint, goccl.Option)) []*goccl.Comm {
+	t.Helper()
+	comms := make([]*goccl.Comm, len(eps))
+	for r, ep := range eps {
+		ep, opt := each(r, ep)
+		c, err := goccl.New(ep, goccl.WithTimeout(20*time.Second), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms[r] = c
+	}
+	return comms
 }
