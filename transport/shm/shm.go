@@ -63,9 +63,11 @@ type Config struct {
 	// CMAThreshold is the smallest message sent with a single copy: the
 	// sender publishes its buffer's address and the receiver copies it
 	// with process_vm_readv (Linux cross-memory attach), straight into
-	// the posted receive (DefaultCMAThreshold; negative: never). Where the
-	// kernel refuses (ptrace rules, containers) the message and the later
-	// ones to that peer go through the ring; Stats tells which path ran.
+	// the posted receive (DefaultCMAThreshold; negative: never). A
+	// message that fits in the ring's free slots when it is sent is
+	// copied in whatever its size. Where the kernel refuses (ptrace
+	// rules, containers) the message and the later ones to that peer go
+	// through the ring; Stats tells which path ran.
 	CMAThreshold int
 
 	readv func(pid int, local []unix.Iovec, remote []unix.RemoteIovec, flags uint) (int, error) // tests fake refusals
@@ -137,7 +139,8 @@ type Endpoint struct {
 // Stats counts how this endpoint's messages went.
 type Stats struct {
 	// CopySends: messages this rank copied into a ring (all messages
-	// below CMAThreshold, and larger ones where CMA is off or refused).
+	// below CMAThreshold, larger ones that fitted in the ring's free
+	// slots, and those where CMA is off or refused).
 	CopySends uint64
 	// CMASends: messages a peer pulled from this rank's memory with
 	// process_vm_readv (one copy).
@@ -152,14 +155,15 @@ type Stats struct {
 // Stats reports which paths this endpoint's messages took: a message of
 // CMAThreshold bytes or more went by "cma" (single copy) when CMASends
 // (at the sender) or CMARecvs (at the receiver) counted it, else by
-// "copy" through the ring.
+// "copy" through the ring (it fitted in the free slots, or CMA was off
+// or refused).
 func (e *Endpoint) Stats() Stats {
 	return Stats{CopySends: e.copySent.Load(), CMASends: e.cmaSent.Load(), CMARecvs: e.cmaPulled.Load(), CMARefused: e.cmaRefused.Load()}
 }
 
 // LargePath says how the next message of CMAThreshold bytes or more to
-// peer will go: "cma", or "copy" when CMA is off or that peer's kernel
-// refused it.
+// peer will go when it does not fit in the ring's free slots: "cma", or
+// "copy" when CMA is off or that peer's kernel refused it.
 func (e *Endpoint) LargePath(peer int) string {
 	if peer < 0 || peer >= e.cfg.Size || peer == e.cfg.Rank || e.cfg.CMAThreshold < 0 || e.peers[peer].cmaOff.Load() {
 		return "copy"
@@ -429,8 +433,9 @@ func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 
 // Isend implements transport.Endpoint. A message that fits in the ring's
 // free slots is copied in at once and the send is complete when Isend
-// returns; a longer one is copied by the peer's sender goroutine as the
-// reader frees slots.
+// returns; a longer one is pulled by the receiver with process_vm_readv
+// when it has CMAThreshold bytes or more, else copied by the peer's sender
+// goroutine as the reader frees slots.
 func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
 	if err := transport.CheckPeer("send", to, e.cfg.Size); err != nil {
 		return transport.Completed(err)
@@ -464,7 +469,13 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		p.mu.Unlock()
 		return transport.Completed(err)
 	}
-	if !p.busy && p.qhead == len(p.queue) && !p.cma(len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
+	// A message that fits in the free slots is copied in now, whatever
+	// its size: one copy in here and one out by the drainer, with no
+	// hand-off, beat a pull with process_vm_readv (which pins the pages
+	// of every call) for the messages a ring holds (doc.go, "Large
+	// messages"). Only a message that would have to wait for slots goes
+	// by CMA.
+	if !p.busy && p.qhead == len(p.queue) && p.out.free() >= p.out.slotsFor(len(b)) {
 		p.out.write(tag, b)
 		e.copySent.Add(1)
 		p.mu.Unlock()
