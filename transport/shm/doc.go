@@ -43,7 +43,11 @@
 // is queued for the peer's sender goroutine, which publishes slot by slot
 // as the reader frees them, so a message of any length streams through a
 // ring of any size (one copy in, one copy out). Messages to oneself go
-// straight to the matcher.
+// straight to the matcher. A ring has DefaultSlots (128) slots of 8 KiB,
+// 1 MiB, in a job of up to SmallJob (8) ranks, so that a message of
+// 512 KiB (the halves of a 2-rank allreduce of 1 MiB) fits an empty ring
+// and is copied in by Isend; a larger job's rings have half as many, so
+// that its n(n-1) rings take half the memory. RingBytes says how much.
 //
 // # Large messages: one copy
 //

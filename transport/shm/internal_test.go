@@ -265,6 +265,27 @@ func TestCMA(t *testing.T) {
 	}
 }
 
+// TestDefaultRings: a small job's rings are 1 MiB of slots and hold a
+// 512 KiB message; a larger job's have half as many slots; RingBytes
+// says what a ring takes.
+func TestDefaultRings(t *testing.T) {
+	eps := pair(t, Config{})
+	r := eps[0].peers[1].out
+	if len(r.mem) != RingBytes(2) || RingBytes(2) != 4096+128*8192 {
+		t.Fatalf("ring of %d bytes, RingBytes(2) = %d", len(r.mem), RingBytes(2))
+	}
+	if r.slotsFor(512<<10) > r.slots-2 {
+		t.Fatalf("a 512 KiB message takes %d of %d slots", r.slotsFor(512<<10), r.slots)
+	}
+	if RingBytes(SmallJob) != RingBytes(2) || RingBytes(SmallJob+1) != 4096+64*8192 {
+		t.Fatalf("RingBytes(%d) = %d, RingBytes(%d) = %d", SmallJob, RingBytes(SmallJob), SmallJob+1, RingBytes(SmallJob+1))
+	}
+	c := Config{Rank: 0, Size: SmallJob + 1}
+	if err := c.fill(); err != nil || c.Slots != DefaultSlots/2 {
+		t.Fatalf("fill: %v, %d slots", err, c.Slots)
+	}
+}
+
 // TestCMAOnlyWhenNotFitting: a message of CMAThreshold bytes or more
 // that fits in the ring's free slots is copied in by Isend; one that does
 // not is pulled. Both arrive intact, posted first or not.
