@@ -73,7 +73,7 @@
 // of a message the ring holds, the first in the caller's cache and with no
 // hand-off to a goroutine, cost less: a 2-rank allreduce of 1 MiB (its
 // messages are 256 and 512 KiB) through rings that hold them ran at
-// 15.3 GB/s so, against 9.9 by CMA (BENCHMARKS.md, "Same host"). What CMA
+// 14.8 GB/s so, against 9.7 by CMA (BENCHMARKS.md, "Same host"). What CMA
 // saves is the second copy of a message that would have to stream
 // through the ring while its reader frees slots, the large ones.
 //
