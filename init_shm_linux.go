@@ -49,9 +49,9 @@ func connectShm(ctx context.Context, c shmConfig) (transport.Endpoint, error) {
 // room that the rings between n ranks take: a tmpfs sizes a file without
 // reserving its pages, so a full one would kill a rank with SIGBUS on
 // its first write rather than fail its Connect (a container's /dev/shm
-// is often 64 MiB; 16 ranks' rings take 124 MiB).
+// is often 64 MiB; 8 ranks' rings take 56 MiB, 16 ranks' 124 MiB).
 func shmRoom(n int) error {
-	need := uint64(n) * uint64(n-1) * uint64(shmRingHeader+shm.DefaultSlots*shm.DefaultSlotSize)
+	need := uint64(n) * uint64(n-1) * uint64(shm.RingBytes(n))
 	var st unix.Statfs_t
 	if err := unix.Statfs(shm.DefaultDir, &st); err != nil {
 		return fmt.Errorf("statfs %s: %w", shm.DefaultDir, err)
@@ -61,7 +61,3 @@ func shmRoom(n int) error {
 	}
 	return nil
 }
-
-// shmRingHeader is the size of a ring's header, before its slots (see
-// transport/shm's doc).
-const shmRingHeader = 4096

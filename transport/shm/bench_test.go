@@ -58,6 +58,18 @@ func BenchmarkSendRecv1MiB(b *testing.B) {
 	b.Run("copy/unexpected", func(b *testing.B) { benchSendRecv(b, 1<<20, false, copyCfg) })
 }
 
+// BenchmarkSendRecv512KiB compares the paths of a message that a ring of
+// the default size holds (the halves of a 2-rank allreduce of 1 MiB):
+// fits, copied in by Isend and out by the drainer (the default); cma,
+// pulled by the receiver because the ring (32 slots) cannot hold it;
+// stream, the same small ring with CMA off, so the sender goroutine
+// streams it slot by slot.
+func BenchmarkSendRecv512KiB(b *testing.B) {
+	b.Run("fits/posted", func(b *testing.B) { benchSendRecv(b, 512<<10, true, shm.Config{}) })
+	b.Run("cma/posted", func(b *testing.B) { benchSendRecv(b, 512<<10, true, shm.Config{Slots: 32}) })
+	b.Run("stream/posted", func(b *testing.B) { benchSendRecv(b, 512<<10, true, shm.Config{Slots: 32, CMAThreshold: -1}) })
+}
+
 // BenchmarkBoardTurn times one turn on a board between two goroutine
 // ranks with their own mappings: each stores the turn's number in its
 // line, wakes, and waits for the other's. It is the floor under an

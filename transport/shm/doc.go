@@ -43,25 +43,39 @@
 // is queued for the peer's sender goroutine, which publishes slot by slot
 // as the reader frees them, so a message of any length streams through a
 // ring of any size (one copy in, one copy out). Messages to oneself go
-// straight to the matcher.
+// straight to the matcher. A ring has DefaultSlots (128) slots of 8 KiB,
+// 1 MiB, in a job of up to SmallJob (8) ranks, so that a message of
+// 512 KiB (the halves of a 2-rank allreduce of 1 MiB) fits an empty ring
+// and is copied in by Isend; a larger job's rings have half as many, so
+// that its n(n-1) rings take half the memory. RingBytes says how much.
 //
 // # Large messages: one copy
 //
 // A message of Config.CMAThreshold bytes or more (DefaultCMAThreshold,
-// 256 KiB; negative: never) takes a single slot of kind 3 holding the
-// address of the sender's buffer; the receiver's drainer copies the
-// message with process_vm_readv (Linux cross-memory attach) straight from
-// the sender's memory into the posted receive (or into a pooled buffer
-// when none is posted yet), then stores cmaStatus and increments cmaDone,
-// waking the sender, whose send completes only then. The first such
-// message from a peer is preceded by a one-byte probe read: where the
-// kernel refuses (EPERM under a strict ptrace scope or in some
-// containers), the receiver answers cmaStatus=refused, and the sender
-// sends that message and every later one to that receiver by copy
-// through the ring. Endpoint.LargePath(peer) says which path the next
-// large message to a peer takes ("cma" or "copy") and Endpoint.Stats
-// counts the messages that went each way (CMASends, CMARecvs, CopySends,
-// CMARefused): to tell which path ran, read them after a transfer.
+// 256 KiB; negative: never) that does not fit in the ring's free slots
+// when it is sent takes a single slot of kind 3 holding the address of
+// the sender's buffer; the receiver's drainer copies the message with
+// process_vm_readv (Linux cross-memory attach) straight from the sender's
+// memory into the posted receive (or into a pooled buffer when none is
+// posted yet), then stores cmaStatus and increments cmaDone, waking the
+// sender, whose send completes only then. The first such message from a
+// peer is preceded by a one-byte probe read: where the kernel refuses
+// (EPERM under a strict ptrace scope or in some containers), the receiver
+// answers cmaStatus=refused, and the sender sends that message and every
+// later one to that receiver by copy through the ring.
+// Endpoint.LargePath(peer) says which path the next large message to a
+// peer takes ("cma" or "copy") and Endpoint.Stats counts the messages
+// that went each way (CMASends, CMARecvs, CopySends, CMARefused): to tell
+// which path ran, read them after a transfer.
+//
+// A message that fits in the free slots is copied in by Isend whatever
+// its size. A pull pins the sender's pages on every call; two plain copies
+// of a message the ring holds, the first in the caller's cache and with no
+// hand-off to a goroutine, cost less: a 2-rank allreduce of 1 MiB (its
+// messages are 256 and 512 KiB) through rings that hold them ran at
+// 14.8 GB/s so, against 9.7 by CMA (BENCHMARKS.md, "Same host"). What CMA
+// saves is the second copy of a message that would have to stream
+// through the ring while its reader frees slots, the large ones.
 //
 // One drainer goroutine per peer reads its ring and hands each message to
 // the transport.Matcher: into the posted receive when there is one

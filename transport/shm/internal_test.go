@@ -265,6 +265,72 @@ func TestCMA(t *testing.T) {
 	}
 }
 
+// TestDefaultRings: a small job's rings are 1 MiB of slots and hold a
+// 512 KiB message; a larger job's have half as many slots; RingBytes
+// says what a ring takes.
+func TestDefaultRings(t *testing.T) {
+	eps := pair(t, Config{})
+	r := eps[0].peers[1].out
+	if len(r.mem) != RingBytes(2) || RingBytes(2) != 4096+128*8192 {
+		t.Fatalf("ring of %d bytes, RingBytes(2) = %d", len(r.mem), RingBytes(2))
+	}
+	if r.slotsFor(512<<10) > r.slots-2 {
+		t.Fatalf("a 512 KiB message takes %d of %d slots", r.slotsFor(512<<10), r.slots)
+	}
+	if RingBytes(SmallJob) != RingBytes(2) || RingBytes(SmallJob+1) != 4096+64*8192 {
+		t.Fatalf("RingBytes(%d) = %d, RingBytes(%d) = %d", SmallJob, RingBytes(SmallJob), SmallJob+1, RingBytes(SmallJob+1))
+	}
+	c := Config{Rank: 0, Size: SmallJob + 1}
+	if err := c.fill(); err != nil || c.Slots != DefaultSlots/2 {
+		t.Fatalf("fill: %v, %d slots", err, c.Slots)
+	}
+}
+
+// TestCMAOnlyWhenNotFitting: a message of CMAThreshold bytes or more
+// that fits in the ring's free slots is copied in by Isend; one that does
+// not is pulled. Both arrive intact, posted first or not.
+func TestCMAOnlyWhenNotFitting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Rings of 16 slots of 8 KiB hold 16*(8192-32) = 130,560 bytes.
+	eps := pair(t, Config{Slots: 16, CMAThreshold: 32 << 10})
+	for _, tc := range []struct {
+		n   int
+		cma bool
+	}{{32 << 10, false}, {130560, false}, {130561, true}, {1 << 20, true}} {
+		for _, posted := range []bool{true, false} {
+			before := eps[0].Stats()
+			want := make([]byte, tc.n)
+			for i := range want {
+				want[i] = byte(i*13 + tc.n)
+			}
+			got := make([]byte, tc.n)
+			var r, s transport.Request
+			if posted {
+				r = eps[1].Irecv(0, 1, got)
+				s = eps[0].Isend(1, 1, want)
+			} else {
+				s = eps[0].Isend(1, 1, want)
+				r = eps[1].Irecv(0, 1, got)
+			}
+			if err := s.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("%d bytes, posted=%v: payload differs", tc.n, posted)
+			}
+			after := eps[0].Stats()
+			cma, cp := after.CMASends-before.CMASends, after.CopySends-before.CopySends
+			if tc.cma && (cma != 1 || cp != 0) || !tc.cma && (cma != 0 || cp != 1) {
+				t.Fatalf("%d bytes, posted=%v: %d CMA sends and %d copies, want CMA %v", tc.n, posted, cma, cp, tc.cma)
+			}
+		}
+	}
+}
+
 // refuse is a process_vm_readv that the kernel refuses, as under a strict
 // ptrace scope.
 func refuse(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error) { return 0, unix.EPERM }
@@ -274,7 +340,7 @@ func refuse(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error) { return 0
 func TestCMARefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	eps := pair(t, Config{readv: refuse})
+	eps := pair(t, Config{readv: refuse, Slots: 16}) // 128 KiB rings: the messages do not fit
 	want := make([]byte, 300<<10)
 	for i := range want {
 		want[i] = byte(i * 7)

@@ -25,9 +25,19 @@ import (
 
 // Defaults for the zero fields of Config.
 const (
-	DefaultDir        = "/dev/shm"
-	DefaultSlotSize   = 8 << 10
-	DefaultSlots      = 64
+	DefaultDir      = "/dev/shm"
+	DefaultSlotSize = 8 << 10
+	// DefaultSlots is the number of slots of a ring when Config.Slots is
+	// zero, in a job of up to SmallJob ranks: rings of 1 MiB, which hold
+	// a 512 KiB message and a few small ones, so that Isend copies it in
+	// at once (a 2-rank allreduce of 1 MiB sends its halves so; with 64
+	// slots it ran at 10.2 GB/s, with 128 at 15.3). A larger job's
+	// n(n-1) rings get DefaultSlots/2 each, as before.
+	DefaultSlots = 128
+	// SmallJob is the most ranks a job may have for its rings to get
+	// DefaultSlots slots: 8 ranks' 56 rings take 56 MiB, and a container's
+	// /dev/shm is often 64 MiB.
+	SmallJob          = 8
 	DefaultSpin       = 30 * time.Microsecond
 	DefaultMaxMessage = 1 << 32
 	// DefaultCMAThreshold is the smallest message the receiver pulls
@@ -49,8 +59,9 @@ type Config struct {
 	Dir string
 	// SlotSize is the size of a ring slot in bytes, header included
 	// (DefaultSlotSize; at least 64, rounded up to a multiple of 64), and
-	// Slots the number of slots of each ring (DefaultSlots). Each ordered
-	// pair of ranks has one ring of 4 KiB + Slots*SlotSize bytes.
+	// Slots the number of slots of each ring (DefaultSlots in a job of
+	// up to SmallJob ranks, half as many above). Each ordered pair of
+	// ranks has one ring of 4 KiB + Slots*SlotSize bytes (RingBytes).
 	SlotSize, Slots int
 	// Spin is how long a waiting goroutine polls the ring before it parks
 	// on a futex, and how long a wait on a receive polls for its
@@ -63,9 +74,11 @@ type Config struct {
 	// CMAThreshold is the smallest message sent with a single copy: the
 	// sender publishes its buffer's address and the receiver copies it
 	// with process_vm_readv (Linux cross-memory attach), straight into
-	// the posted receive (DefaultCMAThreshold; negative: never). Where the
-	// kernel refuses (ptrace rules, containers) the message and the later
-	// ones to that peer go through the ring; Stats tells which path ran.
+	// the posted receive (DefaultCMAThreshold; negative: never). A
+	// message that fits in the ring's free slots when it is sent is
+	// copied in whatever its size. Where the kernel refuses (ptrace
+	// rules, containers) the message and the later ones to that peer go
+	// through the ring; Stats tells which path ran.
 	CMAThreshold int
 
 	readv func(pid int, local []unix.Iovec, remote []unix.RemoteIovec, flags uint) (int, error) // tests fake refusals
@@ -89,7 +102,7 @@ func (c *Config) fill() error {
 		return errors.New("shm: SlotSize too large")
 	}
 	if c.Slots <= 0 {
-		c.Slots = DefaultSlots
+		c.Slots = defaultSlots(c.Size)
 	}
 	if c.Slots > 1<<20 {
 		return errors.New("shm: too many Slots")
@@ -107,6 +120,20 @@ func (c *Config) fill() error {
 		c.readv = unix.ProcessVMReadv
 	}
 	return nil
+}
+
+func defaultSlots(size int) int {
+	if size > SmallJob {
+		return DefaultSlots / 2
+	}
+	return DefaultSlots
+}
+
+// RingBytes is the size of one ring's segment, header included, in a job
+// of size ranks whose Config leaves SlotSize and Slots zero. The job's
+// rings on a host take size*(size-1) times as much of Dir.
+func RingBytes(size int) int {
+	return hdrSize + defaultSlots(size)*DefaultSlotSize
 }
 
 // SegmentName is the file name of the segment that carries messages from
@@ -137,7 +164,8 @@ type Endpoint struct {
 // Stats counts how this endpoint's messages went.
 type Stats struct {
 	// CopySends: messages this rank copied into a ring (all messages
-	// below CMAThreshold, and larger ones where CMA is off or refused).
+	// below CMAThreshold, larger ones that fitted in the ring's free
+	// slots, and those where CMA is off or refused).
 	CopySends uint64
 	// CMASends: messages a peer pulled from this rank's memory with
 	// process_vm_readv (one copy).
@@ -152,14 +180,15 @@ type Stats struct {
 // Stats reports which paths this endpoint's messages took: a message of
 // CMAThreshold bytes or more went by "cma" (single copy) when CMASends
 // (at the sender) or CMARecvs (at the receiver) counted it, else by
-// "copy" through the ring.
+// "copy" through the ring (it fitted in the free slots, or CMA was off
+// or refused).
 func (e *Endpoint) Stats() Stats {
 	return Stats{CopySends: e.copySent.Load(), CMASends: e.cmaSent.Load(), CMARecvs: e.cmaPulled.Load(), CMARefused: e.cmaRefused.Load()}
 }
 
 // LargePath says how the next message of CMAThreshold bytes or more to
-// peer will go: "cma", or "copy" when CMA is off or that peer's kernel
-// refused it.
+// peer will go when it does not fit in the ring's free slots: "cma", or
+// "copy" when CMA is off or that peer's kernel refused it.
 func (e *Endpoint) LargePath(peer int) string {
 	if peer < 0 || peer >= e.cfg.Size || peer == e.cfg.Rank || e.cfg.CMAThreshold < 0 || e.peers[peer].cmaOff.Load() {
 		return "copy"
@@ -429,8 +458,9 @@ func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 
 // Isend implements transport.Endpoint. A message that fits in the ring's
 // free slots is copied in at once and the send is complete when Isend
-// returns; a longer one is copied by the peer's sender goroutine as the
-// reader frees slots.
+// returns; a longer one is pulled by the receiver with process_vm_readv
+// when it has CMAThreshold bytes or more, else copied by the peer's sender
+// goroutine as the reader frees slots.
 func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
 	if err := transport.CheckPeer("send", to, e.cfg.Size); err != nil {
 		return transport.Completed(err)
@@ -464,7 +494,13 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		p.mu.Unlock()
 		return transport.Completed(err)
 	}
-	if !p.busy && p.qhead == len(p.queue) && !p.cma(len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
+	// A message that fits in the free slots is copied in now, whatever
+	// its size: one copy in here and one out by the drainer, with no
+	// hand-off, beat a pull with process_vm_readv (which pins the pages
+	// of every call) for the messages a ring holds (doc.go, "Large
+	// messages"). Only a message that would have to wait for slots goes
+	// by CMA.
+	if !p.busy && p.qhead == len(p.queue) && p.out.free() >= p.out.slotsFor(len(b)) {
 		p.out.write(tag, b)
 		e.copySent.Add(1)
 		p.mu.Unlock()
