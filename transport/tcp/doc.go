@@ -19,8 +19,10 @@
 // messages are batched into one write. One goroutine at a time reads a
 // peer's socket, holding that peer's read token (reader.go): a goroutine
 // waiting on a receive from the peer reads the socket itself when no one
-// else does, polling it briefly before it sleeps (this halves small-message
-// latency: no hand-off between goroutines), and a background reader drains
+// else does, polling it with non-blocking reads for up to Config.Spin
+// (DefaultSpin, 100 µs; negative: never) before it sleeps in the network
+// poller (this halves small-message latency: no hand-off between
+// goroutines, no thread wake-up), and a background reader drains
 // the socket otherwise. Either reads a payload straight into the posted
 // receive's buffer, or into the unexpected-message queue of
 // transport.Matcher when none is posted. A small send to an idle link is

@@ -67,6 +67,7 @@ type reader struct {
 	// before it sleeps (spinReader).
 	spin    bool
 	spinner spinner
+	tries   uint64 // non-blocking reads made (tests)
 
 	// Interrupting a waiter whose ctx ends while it reads, and the read
 	// deadline of the link otherwise (endReadsBy).
@@ -474,10 +475,8 @@ func (p *peer) idle(t *time.Timer) bool {
 	}
 }
 
-// Polling the socket: see spinReader.
+// Polling the socket: see spinReader. Config.Spin bounds one poll.
 const (
-	// spinMax bounds one poll.
-	spinMax = 100 * time.Microsecond
 	// spinGap: a poll that sees this much time pass between two reads
 	// lost its core to another thread, and stops.
 	spinGap = 200 * time.Microsecond
@@ -502,7 +501,7 @@ type spinReader struct {
 
 func (s *spinReader) Read(b []byte) (int, error) {
 	rd := &s.p.rd
-	if !rd.spin || len(b) == 0 {
+	if !rd.spin || len(b) == 0 || rd.spinner.max <= 0 {
 		return s.c.Read(b)
 	}
 	now := time.Now()
@@ -546,6 +545,7 @@ const (
 
 // tryRead is one non-blocking read.
 func (s *spinReader) tryRead(b []byte) (n int, st int) {
+	s.p.rd.tries++
 	var errno error
 	err := s.p.raw.Read(func(fd uintptr) bool {
 		for {
@@ -568,12 +568,14 @@ func (s *spinReader) tryRead(b []byte) (n int, st int) {
 	return n, readGot
 }
 
-// spinner decides whether a waiter polls. Polls that get the bytes earn
+// spinner decides whether a waiter polls, and for how long: max
+// (Config.Spin; 0: never). Polls that get the bytes earn
 // credit, up to spinStreak; one that times out costs spinStreak/2, and one
 // that lost its core all of it. Without credit polling stops, to be tried
 // again after a pause, which doubles each time polling stops without
 // having earned full credit since the last stop.
 type spinner struct {
+	max     time.Duration
 	stopped bool
 	credit  int
 	pause   time.Duration // the last pause
@@ -586,13 +588,16 @@ const spinStreak = 8
 
 // start returns how long to poll now: 0 for not at all.
 func (s *spinner) start(now time.Time) time.Duration {
+	if s.max <= 0 {
+		return 0
+	}
 	if s.stopped {
 		if now.Before(s.resume) {
 			return 0
 		}
 		s.stopped = false
 	}
-	return spinMax
+	return s.max
 }
 
 // done records how the poll started last went: whether it got something,
