@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -407,5 +408,39 @@ func TestHostGroupCost(t *testing.T) {
 	firsts := count[11] + count[12] + count[9] + count[10] + count[7] + count[8]
 	if count[4]+count[5] != size-3 || firsts != 3 || count[5]+count[12]+count[10]+count[8] != 1 {
 		t.Errorf("requests: ranks %v, want 4 for all but the hosts' first arrivals (11, 9, 7) and one more for the last arrival", count)
+	}
+}
+
+// TestInitSpin: Init's transports poll as GOCCL_SPIN says, and not at all
+// by default when the launcher puts more ranks on the host than it has
+// CPUs; the debug log says which.
+func TestInitSpin(t *testing.T) {
+	over := hostCPUs() + 1
+	for _, tt := range []struct {
+		name      string
+		env       map[string]string
+		localSize int
+		want      string
+	}{
+		{"default", nil, 1, "spin=default"},
+		{"set", map[string]string{EnvSpin: "40us"}, 1, "spin=40µs"},
+		{"off", map[string]string{EnvSpin: "0"}, 1, "spin=off"},
+		{"oversubscribed", nil, over, "spin=off"},
+		{"oversubscribed but set", map[string]string{EnvSpin: "40us"}, over, "spin=40µs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"GOCCL_TRANSPORT": "mem", EnvDebug: "info"}
+			maps.Copy(env, tt.env)
+			var buf bytes.Buffer
+			c, err := Init(t.Context(), fakeEnv(env), withDebugOutput(&buf),
+				WithEnv(Env{Rank: 0, Size: 1, LocalRank: 0, LocalSize: tt.localSize, Source: "options"}))
+			if err != nil {
+				t.Fatalf("Init: %v", err)
+			}
+			c.Close()
+			if out := buf.String(); !strings.Contains(out, tt.want) {
+				t.Errorf("debug log has no %q:\n%s", tt.want, out)
+			}
+		})
 	}
 }
