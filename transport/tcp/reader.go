@@ -67,7 +67,17 @@ type reader struct {
 	// before it sleeps (spinReader).
 	spin    bool
 	spinner spinner
-	tries   uint64 // non-blocking reads made (tests)
+	// wctx is the waiter's ctx, which spinReader arms (stop not nil) only
+	// before a read that may block: see readFor.
+	wctx  context.Context
+	stop  func() bool
+	tries uint64 // non-blocking reads made (tests)
+	// A non-blocking read without allocating: tryFn (readNow) reads into
+	// tryBuf and leaves its outcome in tryN and tryErr.
+	tryFn  func(fd uintptr) bool
+	tryBuf []byte
+	tryN   int
+	tryErr error
 
 	// Interrupting a waiter whose ctx ends while it reads, and the read
 	// deadline of the link otherwise (endReadsBy).
@@ -115,19 +125,10 @@ type sendReq struct {
 }
 
 func (r *sendReq) Wait(ctx context.Context) error {
-	if !isDone(r.Done()) {
+	if !r.IsDone() {
 		r.e.kickReaders()
 	}
 	return r.Req.Wait(ctx)
-}
-
-func isDone(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // kickReaders asks every peer's readLoop to read now.
@@ -170,7 +171,7 @@ func (p *peer) endReadsBy(t time.Time) {
 
 // waitRecv is Wait for a receive from p.
 func (p *peer) waitRecv(ctx context.Context, r *transport.PostedRecv) error {
-	for !isDone(r.Done()) && p.acquire(ctx, r) {
+	for !r.IsDone() && p.acquire(ctx, r) {
 		again := p.readFor(ctx, r)
 		p.release()
 		if !again {
@@ -226,12 +227,16 @@ func (p *peer) readFor(ctx context.Context, r *transport.PostedRecv) (again bool
 	if rd.dead.Load() {
 		return false
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = p.arm(ctx)
+	if p.polls {
+		// spinReader arms it before a read that may block (armWait):
+		// a receive that lands while the waiter polls costs no timer,
+		// channel or callback.
+		rd.wctx = ctx
+	} else if ctx.Done() != nil {
+		rd.stop = p.arm(ctx)
 	}
 	rd.spin = true
-	for !isDone(r.Done()) && ctx.Err() == nil {
+	for !r.IsDone() && ctx.Err() == nil {
 		err := p.readFrame(false)
 		if err == nil {
 			continue
@@ -244,8 +249,10 @@ func (p *peer) readFor(ctx context.Context, r *transport.PostedRecv) (again bool
 		break
 	}
 	rd.spin = false
-	if stop != nil {
-		stop()
+	rd.wctx = nil
+	if rd.stop != nil {
+		rd.stop()
+		rd.stop = nil
 		p.disarm()
 	}
 	if !again && !rd.dead.Load() && !rd.f.active && rd.f.hdrN == 0 {
@@ -268,6 +275,15 @@ func (p *peer) drainBuffered() {
 			p.readFailed(err)
 			return
 		}
+	}
+}
+
+// armWait is called by the token holder before a read that may block: a
+// waiter whose ctx is not armed yet arms it.
+func (p *peer) armWait() {
+	rd := &p.rd
+	if ctx := rd.wctx; ctx != nil && rd.stop == nil && ctx.Done() != nil {
+		rd.stop = p.arm(ctx)
 	}
 }
 
@@ -501,18 +517,23 @@ type spinReader struct {
 
 func (s *spinReader) Read(b []byte) (int, error) {
 	rd := &s.p.rd
-	if !rd.spin || len(b) == 0 || rd.spinner.max <= 0 {
+	if !rd.spin || len(b) == 0 {
+		return s.c.Read(b)
+	}
+	if rd.spinner.max <= 0 {
+		s.p.armWait()
 		return s.c.Read(b)
 	}
 	now := time.Now()
 	d := rd.spinner.start(now)
 	if d == 0 {
+		s.p.armWait()
 		return s.c.Read(b)
 	}
 	n, st := s.tryRead(b)
 	if st == readEmpty {
 		end, last, preempted := now.Add(d), now, false
-		for st == readEmpty && !s.p.interrupted() {
+		for st == readEmpty && !s.p.interrupted() && (rd.wctx == nil || rd.wctx.Err() == nil) {
 			t := time.Now()
 			if t.Sub(last) > spinGap {
 				preempted = true
@@ -532,6 +553,7 @@ func (s *spinReader) Read(b []byte) (int, error) {
 	case readEOF:
 		return 0, io.EOF
 	}
+	s.p.armWait()
 	return s.c.Read(b) // it waits, or says what went wrong
 }
 
@@ -545,16 +567,12 @@ const (
 
 // tryRead is one non-blocking read.
 func (s *spinReader) tryRead(b []byte) (n int, st int) {
-	s.p.rd.tries++
-	var errno error
-	err := s.p.raw.Read(func(fd uintptr) bool {
-		for {
-			n, errno = unix.Read(int(fd), b)
-			if errno != unix.EINTR {
-				return true
-			}
-		}
-	})
+	rd := &s.p.rd
+	rd.tries++
+	rd.tryBuf = b
+	err := s.p.raw.Read(rd.tryFn)
+	n, errno := rd.tryN, rd.tryErr
+	rd.tryBuf, rd.tryErr = nil, nil
 	switch {
 	case err != nil:
 		return 0, readFail
@@ -566,6 +584,16 @@ func (s *spinReader) tryRead(b []byte) (n int, st int) {
 		return 0, readEOF
 	}
 	return n, readGot
+}
+
+// readNow is tryRead's read, which RawConn.Read runs.
+func (rd *reader) readNow(fd uintptr) bool {
+	for {
+		rd.tryN, rd.tryErr = unix.Read(int(fd), rd.tryBuf)
+		if rd.tryErr != unix.EINTR {
+			return true
+		}
+	}
 }
 
 // spinner decides whether a waiter polls, and for how long: max

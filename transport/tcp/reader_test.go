@@ -396,3 +396,29 @@ func TestSpinConfig(t *testing.T) {
 		}
 	}
 }
+
+// A waiter arms its ctx only before a read that may block: one whose ctx
+// ends while it polls (here for up to an hour) stops polling, and the
+// link stays up for the next receive.
+func TestSpinningWaiterCtxEnds(t *testing.T) {
+	setReadIdle(t, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eps := tcpPairConfig(t, func(c *Config) { c.Spin = time.Hour })
+	buf := make([]byte, 4)
+	for i := range 3 {
+		short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+		r := eps[1].Irecv(0, 1, buf)
+		err := r.Wait(short)
+		cancelShort()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("round %d: Wait = %v, want DeadlineExceeded", i, err)
+		}
+		if err := eps[0].Isend(1, 1, []byte{1, 2, 3, byte(i)}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil || buf[3] != byte(i) {
+			t.Fatalf("round %d: after the ctx ended: %v, % x", i, err, buf)
+		}
+	}
+}
