@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,11 @@ type reader struct {
 	tryBuf []byte
 	tryN   int
 	tryErr error
+	// tryPoll: readNow asks poll(2) first and reads only if there are
+	// bytes (see spinReader).
+	tryPoll bool
+	pfd     [1]unix.PollFd
+	zeroTS  unix.Timespec
 
 	// Interrupting a waiter whose ctx ends while it reads, and the read
 	// deadline of the link otherwise (endReadsBy).
@@ -236,9 +242,16 @@ func (p *peer) readFor(ctx context.Context, r *transport.PostedRecv) (again bool
 		rd.stop = p.arm(ctx)
 	}
 	rd.spin = true
-	for !r.IsDone() && ctx.Err() == nil {
+	// ctx is looked at after each frame that did not complete r, not
+	// before the first (a clock read on the latency-bound path): a waiter
+	// whose ctx has ended already reads at most what is there, since a
+	// read that would block arms ctx first.
+	for !r.IsDone() {
 		err := p.readFrame(false)
 		if err == nil {
+			if !r.IsDone() && ctx.Err() != nil {
+				break
+			}
 			continue
 		}
 		if err == errHandOff {
@@ -524,28 +537,14 @@ func (s *spinReader) Read(b []byte) (int, error) {
 		s.p.armWait()
 		return s.c.Read(b)
 	}
-	now := time.Now()
-	d := rd.spinner.start(now)
-	if d == 0 {
-		s.p.armWait()
-		return s.c.Read(b)
-	}
+	// A first try reads no clock: on an exchange, where both ranks send
+	// and then receive, the peer's bytes are usually there by the time
+	// this rank's own write returns.
 	n, st := s.tryRead(b)
 	if st == readEmpty {
-		end, last, preempted := now.Add(d), now, false
-		for st == readEmpty && !s.p.interrupted() && (rd.wctx == nil || rd.wctx.Err() == nil) {
-			t := time.Now()
-			if t.Sub(last) > spinGap {
-				preempted = true
-				break
-			}
-			if t.After(end) {
-				break
-			}
-			last = t
-			n, st = s.tryRead(b)
+		if now := time.Now(); rd.spinner.start(now) > 0 {
+			n, st = s.spin(b, now)
 		}
-		rd.spinner.done(last, st != readEmpty, preempted)
 	}
 	switch st {
 	case readGot:
@@ -555,6 +554,43 @@ func (s *spinReader) Read(b []byte) (int, error) {
 	}
 	s.p.armWait()
 	return s.c.Read(b) // it waits, or says what went wrong
+}
+
+// spin polls for up to the spinner's time from now. Polls ask poll(2)
+// before they read: a read of an empty socket takes the socket's lock,
+// which the peer's write needs to deliver the bytes (over loopback the
+// writer's CPU delivers them), so polling with reads slowed the delivery
+// it waited for; poll takes no lock. Every 16 polls the waiter looks at
+// its ctx, which is not armed while it polls, and yields the processor:
+// with GOMAXPROCS 1 the goroutine that writes what this rank sends (the
+// rest of a large inline write, sendLoop) runs only then.
+func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
+	rd := &s.p.rd
+	rd.tryPoll = true
+	end, last, preempted := now.Add(rd.spinner.max), now, false
+	st = readEmpty
+	for i := 1; st == readEmpty && !s.p.interrupted(); i++ {
+		if i%16 == 0 {
+			if rd.wctx != nil && rd.wctx.Err() != nil {
+				break
+			}
+			runtime.Gosched()
+			last = time.Now() // the time another goroutine ran is not a lost core
+		}
+		t := time.Now()
+		if t.Sub(last) > spinGap {
+			preempted = true
+			break
+		}
+		if t.After(end) {
+			break
+		}
+		last = t
+		n, st = s.tryRead(b)
+	}
+	rd.tryPoll = false
+	rd.spinner.done(last, st != readEmpty, preempted)
+	return n, st
 }
 
 // Outcomes of spinReader.tryRead.
@@ -588,6 +624,14 @@ func (s *spinReader) tryRead(b []byte) (n int, st int) {
 
 // readNow is tryRead's read, which RawConn.Read runs.
 func (rd *reader) readNow(fd uintptr) bool {
+	if rd.tryPoll {
+		rd.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		n, err := unix.Ppoll(rd.pfd[:], &rd.zeroTS, nil)
+		if err == nil && n == 0 {
+			rd.tryN, rd.tryErr = -1, unix.EAGAIN
+			return true
+		} // else bytes, EOF or an error: the read says which
+	}
 	for {
 		rd.tryN, rd.tryErr = unix.Read(int(fd), rd.tryBuf)
 		if rd.tryErr != unix.EINTR {
