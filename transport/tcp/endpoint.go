@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -91,6 +92,14 @@ const (
 // caller's goroutine, when the connection is idle: it saves the hand-off
 // to sendLoop (two thread wake-ups) on the latency-bound path, and is far
 // below the socket buffer, so the write does not wait on the peer.
+//
+// With GOMAXPROCS 1 Isend writes messages of any size inline, as much as
+// the socket takes at once (the rest goes to sendLoop): sendLoop could
+// not write in parallel with the caller anyway, only after the caller
+// parks, so that handing it the message only delayed it (the caller's
+// wait polls first), and cost a hand-off. With more it writes the large
+// ones while the caller goes on to its receives. Striped messages always
+// go to sendLoop, which hands the parts to the streams' writers.
 const inlineMax = 16 << 10
 
 type restOp struct {
@@ -255,7 +264,8 @@ func (p *peer) isend(tag transport.Tag, b []byte) transport.Request {
 		p.mu.Unlock()
 		return transport.Completed(err)
 	}
-	if p.writer == noWriter && len(p.queue) == 0 && p.rest == nil && len(b) <= inlineMax && p.raw != nil {
+	if p.writer == noWriter && len(p.queue) == 0 && p.rest == nil && p.raw != nil &&
+		(len(b) <= inlineMax || !p.striped(len(b)) && runtime.GOMAXPROCS(0) == 1) {
 		p.writer = inlineWriter
 		p.mu.Unlock()
 		return p.writeInline(tag, b)
