@@ -82,7 +82,7 @@ type reader struct {
 	// tryPoll: readNow asks poll(2) first and reads only if there are
 	// bytes (see spinReader).
 	tryPoll bool
-	pfd     [1]unix.PollFd
+	pfd     unix.PollFd
 	zeroTS  unix.Timespec
 
 	// Interrupting a waiter whose ctx ends while it reads, and the read
@@ -624,20 +624,12 @@ func (s *spinReader) tryRead(b []byte) (n int, st int) {
 
 // readNow is tryRead's read, which RawConn.Read runs.
 func (rd *reader) readNow(fd uintptr) bool {
-	if rd.tryPoll {
-		rd.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-		n, err := unix.Ppoll(rd.pfd[:], &rd.zeroTS, nil)
-		if err == nil && n == 0 {
-			rd.tryN, rd.tryErr = -1, unix.EAGAIN
-			return true
-		} // else bytes, EOF or an error: the read says which
-	}
-	for {
-		rd.tryN, rd.tryErr = unix.Read(int(fd), rd.tryBuf)
-		if rd.tryErr != unix.EINTR {
-			return true
-		}
-	}
+	if rd.tryPoll && !readable(int(fd), &rd.pfd, &rd.zeroTS) {
+		rd.tryN, rd.tryErr = -1, unix.EAGAIN
+		return true
+	} // else bytes, EOF or an error: the read says which
+	rd.tryN, rd.tryErr = readNB(int(fd), rd.tryBuf)
+	return true
 }
 
 // spinner decides whether a waiter polls, and for how long: max
