@@ -220,7 +220,9 @@ func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 	r := e.m.Post(from, tag, b)
 	if pr, ok := r.(*transport.PostedRecv); ok && from != e.rank {
 		if p := e.peers[from].Load(); p != nil {
-			return &recvReq{PostedRecv: pr, p: p}
+			rr := recvReqs.Get().(*recvReq)
+			rr.PostedRecv, rr.p = pr, p
+			return rr
 		}
 		// Not linked yet (lazy.go): the peer's reader delivers it once
 		// the link is up.

@@ -122,6 +122,22 @@ type recvReq struct {
 
 func (r *recvReq) Wait(ctx context.Context) error { return r.p.waitRecv(ctx, r.PostedRecv) }
 
+// recvReqs holds released recvReqs for reuse, so that a receive from a
+// remote peer allocates nothing.
+var recvReqs = sync.Pool{New: func() any { return new(recvReq) }}
+
+// Release implements transport.Releaser: a completed receive goes back to
+// the matcher, and r to recvReqs; a pending one is left alone.
+func (r *recvReq) Release() {
+	pr := r.PostedRecv
+	if !pr.IsDone() {
+		return
+	}
+	*r = recvReq{}
+	pr.Release()
+	recvReqs.Put(r)
+}
+
 // sendReq is a send that may wait on the peer: a goroutine that blocks on
 // it first gets every peer's socket drained, so that two ranks sending to
 // each other at once both make progress.

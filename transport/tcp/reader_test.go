@@ -422,3 +422,34 @@ func TestSpinningWaiterCtxEnds(t *testing.T) {
 		}
 	}
 }
+
+// An 8-byte message to a receive posted and waited on, released after,
+// allocates nothing: not the inline write, the waiter's reads and polls,
+// its ctx (a deadline is armed only before a read that may block) or the
+// request (recvReqs).
+func TestSmallMessageAllocatesNothing(t *testing.T) {
+	setReadIdle(t, time.Hour) // the waiter keeps the token: it reads
+	eps := tcpPair(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	src, dst := []byte("12345678"), make([]byte, 8)
+	exchange := func() {
+		r := eps[1].Irecv(0, 3, dst)
+		if err := eps[0].Isend(1, 3, src).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		transport.Release(r)
+	}
+	for range 100 {
+		exchange() // fill the pools, take the token from readLoop
+	}
+	if n := testing.AllocsPerRun(1000, exchange); n != 0 {
+		t.Errorf("%v allocations per message, want 0", n)
+	}
+	if !bytes.Equal(dst, src) {
+		t.Fatalf("received %q, want %q", dst, src)
+	}
+}
