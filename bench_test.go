@@ -2,14 +2,19 @@ package goccl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/testutil"
 	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/transport/tcp"
 )
 
 // benchCollective times one collective on n in-process ranks over
@@ -127,5 +132,56 @@ func BenchmarkAllReduce8B(b *testing.B) {
 				return c.AllReduce(ctx, buf, reduceop.Sum)
 			})
 		})
+	}
+}
+
+// BenchmarkAllReduce8BTCP is BenchmarkAllReduce8B's call over
+// transport/tcp loopback, both ranks in this process: the message path's
+// allocations and per-call cost as a process rank pays them (goccl bench
+// -transport tcp times the same call between processes).
+func BenchmarkAllReduce8BTCP(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv := testutil.NewKV()
+	comms := make([]*goccl.Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			ep, err := tcp.Connect(ctx, tcp.Config{Rank: r, Size: 2, JobID: "bench", KV: kv,
+				ListenHost: "127.0.0.1", Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			if comms[r], errs[r] = goccl.New(ep); errs[r] != nil {
+				ep.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(8)
+	b.ResetTimer()
+	for r, c := range comms {
+		wg.Go(func() {
+			buf := make([]float32, 2)
+			for range b.N {
+				if err := c.AllReduce(ctx, buf, reduceop.Sum); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	for _, c := range comms {
+		c.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -117,6 +117,9 @@ type options struct {
 	storeBind     string
 	handshake     time.Duration // GOCCL_HANDSHAKE_TIMEOUT or the file; 0: the defaults
 	externalStore bool
+	// spin is the spin of the transports Init makes (GOCCL_SPIN): 0 their
+	// defaults, negative none.
+	spin time.Duration
 
 	shrinkWait time.Duration
 }

@@ -3,6 +3,7 @@ package goccl
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,13 @@ const EnvConfig = "GOCCL_CONFIG"
 
 // EnvTimeout sets the default timeout of collectives (WithTimeout).
 const EnvTimeout = "GOCCL_TIMEOUT"
+
+// EnvSpin sets how long a goroutine waiting on a peer polls before it
+// sleeps, in every transport Init makes (the Spin of tcp.Config,
+// shm.Config, mem.Config and ib.Config): a Go duration ("50us"); 0 turns
+// polling off. Unset: each transport's default, or no polling when the
+// launcher puts more ranks on this host than it has CPUs.
+const EnvSpin = "GOCCL_SPIN"
 
 // Config is a configuration file in DeepSpeed's shape: a "comms_logger"
 // block as DeepSpeed's ds_config.json has it (read by
@@ -116,6 +124,21 @@ func parseSeconds(s string) (time.Duration, error) {
 	}
 	if d <= 0 {
 		return 0, fmt.Errorf("%q is not positive", s)
+	}
+	return d, nil
+}
+
+// parseSpin reads GOCCL_SPIN: a duration of at least 0, which turns
+// polling off (a negative Spin to the transports).
+func parseSpin(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("want a duration such as 50us, or 0 for no polling: %w", err)
+	case d < 0:
+		return 0, errors.New("want a duration of at least 0 (0: no polling)")
+	case d == 0:
+		return -1, nil
 	}
 	return d, nil
 }
@@ -388,6 +411,11 @@ func resolve(o *options) error {
 		o.handshake = d
 	} else if g.HandshakeTimeout != 0 {
 		o.handshake = time.Duration(g.HandshakeTimeout)
+	}
+	if v := o.getenv(EnvSpin); v != "" {
+		if o.spin, err = parseSpin(v); err != nil {
+			return fmt.Errorf("goccl: %w: %s=%q: %v", ErrInvalid, EnvSpin, v, err)
+		}
 	}
 	if v := o.getenv("GOCCL_EXTERNAL_STORE"); v != "" {
 		o.externalStore = v == "1"

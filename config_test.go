@@ -218,3 +218,32 @@ func TestConfigRelativePaths(t *testing.T) {
 		t.Errorf("paths not taken from the file's directory: %+v", g)
 	}
 }
+
+func TestSpinEnv(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "50us": 50 * time.Microsecond, " 1ms ": time.Millisecond, "0": -1, "0s": -1} {
+		o, err := buildOptions([]Option{fakeEnv(map[string]string{EnvSpin: v})})
+		if err != nil || o.spin != want {
+			t.Errorf("%s=%q: spin %v, %v; want %v", EnvSpin, v, o.spin, err, want)
+		}
+	}
+	for _, v := range []string{"50", "soon", "-1us", "1e3"} {
+		_, err := buildOptions([]Option{fakeEnv(map[string]string{EnvSpin: v})})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), EnvSpin) {
+			t.Errorf("%s=%q: %v; want ErrInvalid naming the variable", EnvSpin, v, err)
+		}
+	}
+	if _, err := NewLocal(2, fakeEnv(map[string]string{EnvSpin: "fast"})); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), EnvSpin) {
+		t.Errorf("NewLocal with a bad %s: %v; want ErrInvalid naming it", EnvSpin, err)
+	}
+}
+
+func TestCountCPUs(t *testing.T) {
+	for list, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0, "x": 0, "3-1": 0} {
+		if got := countCPUs(list); got != want {
+			t.Errorf("countCPUs(%q) = %d, want %d", list, got, want)
+		}
+	}
+	if hostCPUs() < 1 {
+		t.Errorf("hostCPUs() = %d", hostCPUs())
+	}
+}

@@ -63,6 +63,10 @@
 // picks per peer (WithTransport, GOCCL_TRANSPORT): transport/shm within a
 // host, and between hosts transport/ib (InfiniBand or RoCE verbs, build
 // tag ibverbs) when every rank has an active port, else transport/tcp.
+// A rank waiting on a peer polls for a few tens of microseconds before it
+// sleeps; GOCCL_SPIN sets how long in every transport Init makes ("0":
+// not at all), and nothing polls by default when the launcher puts more
+// ranks on the host than it has CPUs.
 //
 // # Errors and timeouts
 //

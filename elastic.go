@@ -67,6 +67,8 @@ type rendezvous struct {
 	handshake time.Duration
 	// lazy: TCP links come up on demand (WithConnect).
 	lazy bool
+	// spin is the transports' Spin (GOCCL_SPIN; 0: their defaults).
+	spin time.Duration
 	// book: where lazy links find their peers' addresses; set by connect
 	// when it makes a lazy TCP endpoint (links.go).
 	book *addrBook
@@ -118,7 +120,7 @@ func (r *rendezvous) connect(ctx context.Context, rank, size int) (transport.End
 		Rank: rank, Size: size, JobID: job,
 		KV:     kv,
 		Secret: r.secret, Streams: r.streams, Interface: r.ifname, TLS: r.tls,
-		HandshakeTimeout: r.handshake, WrapConn: testWrapConn, Lazy: r.lazy,
+		HandshakeTimeout: r.handshake, WrapConn: testWrapConn, Lazy: r.lazy, Spin: r.spin,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,6 +184,13 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if alone {
 		debugLog(log, slog.LevelInfo, "goccl init: no launcher environment and transport mem: a one-rank job in this process")
 	}
+	spin := o.spin
+	if cpus := hostCPUs(); spin == 0 && env.LocalSize > cpus {
+		// More ranks than CPUs here: a rank that polls takes the CPU from
+		// one that has work (Open MPI stops polling too).
+		spin = -1
+		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits do not poll", "local_size", env.LocalSize, "cpus", cpus)
+	}
 	if log != nil {
 		debugLog(log, slog.LevelInfo, "goccl init", "launcher", env.Source, "size", env.Size,
 			"local_rank", env.LocalRank, "local_size", env.LocalSize,
@@ -191,7 +199,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if len(o.algos) > 0 {
 			algos = fmt.Sprint(o.algos)
 		}
-		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect,
+		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect, "spin", spinString(spin),
 			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos,
 			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
 			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
@@ -208,7 +216,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if env.Size != 1 {
 			return nil, fmt.Errorf("goccl: init: transport mem runs all ranks in one process: use NewLocal (world size is %d)", env.Size)
 		}
-		if ep, err = route.New(0, 1, route.Route{Name: "mem", Endpoint: mem.New(1)[0]}); err != nil {
+		if ep, err = route.New(0, 1, route.Route{Name: "mem", Endpoint: mem.NewWithConfig(1, mem.Config{Spin: spin})[0]}); err != nil {
 			return nil, fmt.Errorf("goccl: init: %w", err)
 		}
 	case "", "auto", "tcp", "shm", "ib":
@@ -242,7 +250,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		rdv = &rendezvous{
 			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
 			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg, handshake: o.handshake,
-			lazy: o.connect == "lazy",
+			lazy: o.connect == "lazy", spin: spin,
 		}
 		rdv.st.refs.Store(1)
 		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())
@@ -449,7 +457,7 @@ func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int
 	if len(local) > 1 || len(local) == size {
 		shmEp, err := connectShm(ctx, shmConfig{
 			rank: slices.Index(local, rank), size: len(local),
-			job: segmentJob(r.jobID + "." + r.epoch()), nonce: nonce,
+			job: segmentJob(r.jobID + "." + r.epoch()), nonce: nonce, spin: r.spin,
 		})
 		if err != nil {
 			// shm numbers the ranks of this host from 0.
@@ -659,4 +667,47 @@ func formatRanks(ranks []int, n int) string {
 type shmConfig struct {
 	rank, size int
 	job, nonce string
+	spin       time.Duration // 0: shm's default; negative: none
+}
+
+// hostCPUs returns the number of CPUs this host has online, which a
+// launcher's binding of each rank to its share does not narrow (as it
+// does runtime.NumCPU's count), else runtime.NumCPU().
+func hostCPUs() int {
+	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if n := countCPUs(strings.TrimSpace(string(b))); n > 0 {
+			return n
+		}
+	}
+	return runtime.NumCPU()
+}
+
+// countCPUs counts the CPUs of a kernel CPU list ("0-3,8,10-11"); 0 when
+// it cannot read it.
+func countCPUs(list string) int {
+	n := 0
+	for r := range strings.SplitSeq(list, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a {
+			return 0
+		}
+		n += b - a + 1
+	}
+	return n
+}
+
+// spinString says how the transports Init makes poll, for the debug log.
+func spinString(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "off"
+	case d == 0:
+		return "default"
+	}
+	return d.String()
 }

@@ -59,6 +59,9 @@ func (r *rendezvous) connectIB(ctx context.Context, rank, size int) (transport.E
 	}
 	cfg := ibConfig(r.jobRank)
 	cfg.Rank, cfg.Size, cfg.JobID, cfg.Secret = rank, size, job, r.secret
+	if r.spin != 0 {
+		cfg.Spin = r.spin
+	}
 	cfg.KV = store.WithPrefix(r.st.st, r.key(r.epoch()))
 	ep, err := ib.Connect(ctx, cfg)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -108,7 +109,10 @@ func TestInitMemWithLauncher(t *testing.T) {
 
 // initRanks runs Init for size ranks as goroutines of this process, each
 // with the transport kind, and returns their communicators (closed when
-// the test ends) or the first rank's error.
+// the test ends) or the ranks' errors, joined, less the cancellations
+// that a failure causes. All of them: the first failure cancels the
+// others, and a rank whose store closed under it (rank 0 cancelled) fails
+// with that, so the lowest rank's error need not be the cause.
 func initRanks(t *testing.T, size int, kind string, opts ...Option) ([]*Comm, error) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -140,10 +144,14 @@ func initRanks(t *testing.T, size int, kind string, opts ...Option) ([]*Comm, er
 			}
 		}
 	})
+	var failed []error
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
+			failed = append(failed, err)
 		}
+	}
+	if len(failed) > 0 {
+		return nil, errors.Join(failed...)
 	}
 	return comms, errors.Join(errs...)
 }
@@ -407,5 +415,39 @@ func TestHostGroupCost(t *testing.T) {
 	firsts := count[11] + count[12] + count[9] + count[10] + count[7] + count[8]
 	if count[4]+count[5] != size-3 || firsts != 3 || count[5]+count[12]+count[10]+count[8] != 1 {
 		t.Errorf("requests: ranks %v, want 4 for all but the hosts' first arrivals (11, 9, 7) and one more for the last arrival", count)
+	}
+}
+
+// TestInitSpin: Init's transports poll as GOCCL_SPIN says, and not at all
+// by default when the launcher puts more ranks on the host than it has
+// CPUs; the debug log says which.
+func TestInitSpin(t *testing.T) {
+	over := hostCPUs() + 1
+	for _, tt := range []struct {
+		name      string
+		env       map[string]string
+		localSize int
+		want      string
+	}{
+		{"default", nil, 1, "spin=default"},
+		{"set", map[string]string{EnvSpin: "40us"}, 1, "spin=40µs"},
+		{"off", map[string]string{EnvSpin: "0"}, 1, "spin=off"},
+		{"oversubscribed", nil, over, "spin=off"},
+		{"oversubscribed but set", map[string]string{EnvSpin: "40us"}, over, "spin=40µs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"GOCCL_TRANSPORT": "mem", EnvDebug: "info"}
+			maps.Copy(env, tt.env)
+			var buf bytes.Buffer
+			c, err := Init(t.Context(), fakeEnv(env), withDebugOutput(&buf),
+				WithEnv(Env{Rank: 0, Size: 1, LocalRank: 0, LocalSize: tt.localSize, Source: "options"}))
+			if err != nil {
+				t.Fatalf("Init: %v", err)
+			}
+			c.Close()
+			if out := buf.String(); !strings.Contains(out, tt.want) {
+				t.Errorf("debug log has no %q:\n%s", tt.want, out)
+			}
+		})
 	}
 }

@@ -10,12 +10,16 @@ import (
 
 // NewLocal returns n communicators that talk in memory, one per rank, for
 // running ranks as goroutines in one process (tests, threads as ranks).
-// Close each one when done.
+// Close each one when done. GOCCL_SPIN sets how long their waits poll.
 func NewLocal(n int, opts ...Option) ([]*Comm, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("goccl: NewLocal: %w: needs at least one rank, got %d", ErrInvalid, n)
 	}
-	eps := mem.New(n)
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	eps := mem.NewWithConfig(n, mem.Config{Spin: o.spin})
 	comms := make([]*Comm, n)
 	for i, ep := range eps {
 		c, err := New(ep, opts...)

@@ -79,6 +79,10 @@ func (r *Req) Complete(err error) bool {
 // done reports whether the request is complete.
 func (r *Req) done() bool { return r.wake.Load() == completeMark }
 
+// IsDone reports whether the request is complete. Unlike a look at Done,
+// it makes no channel.
+func (r *Req) IsDone() bool { return r.done() }
+
 // Wait blocks until the request completes or ctx ends. If ctx ends first it
 // returns ctx.Err() and the request stays pending.
 func (r *Req) Wait(ctx context.Context) error {

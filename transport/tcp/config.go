@@ -44,6 +44,9 @@ const (
 	// DefaultMaxPending is how many accepted connections may be in their
 	// handshake at once (Config.MaxPending).
 	DefaultMaxPending = 256
+	// DefaultSpin is how long a goroutine waiting on a receive polls the
+	// socket before it sleeps in the network poller (Config.Spin).
+	DefaultSpin = 100 * time.Microsecond
 )
 
 // EnvHandshakeTimeout names the environment variable read when
@@ -106,6 +109,13 @@ type Config struct {
 	// MaxMessage is the largest message accepted from the wire
 	// (DefaultMaxMessage); a frame announcing more is a protocol error.
 	MaxMessage int64
+	// Spin is how long a goroutine waiting on a receive from a peer polls
+	// the socket with non-blocking reads before it sleeps in Go's network
+	// poller (DefaultSpin); negative: it never polls. On an exchange of
+	// small messages the answer often comes within the spin, and then
+	// costs no thread wake-up; polling also pauses by itself while it does
+	// not pay (reader.go). Connections under TLS or WrapConn never poll.
+	Spin time.Duration
 	// Lazy makes Connect link only the ring neighbours (rank-1 and
 	// rank+1) and every other pair when the first message between them is
 	// sent (lazy.go); the endpoint then keeps listening for its life.
@@ -163,6 +173,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.Spin == 0 {
+		c.Spin = DefaultSpin
 	}
 	if c.Interface == "" {
 		c.Interface = os.Getenv("GOCCL_IFNAME")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -91,6 +92,14 @@ const (
 // caller's goroutine, when the connection is idle: it saves the hand-off
 // to sendLoop (two thread wake-ups) on the latency-bound path, and is far
 // below the socket buffer, so the write does not wait on the peer.
+//
+// With GOMAXPROCS 1 Isend writes messages of any size inline, as much as
+// the socket takes at once (the rest goes to sendLoop): sendLoop could
+// not write in parallel with the caller anyway, only after the caller
+// parks, so that handing it the message only delayed it (the caller's
+// wait polls first), and cost a hand-off. With more it writes the large
+// ones while the caller goes on to its receives. Striped messages always
+// go to sendLoop, which hands the parts to the streams' writers.
 const inlineMax = 16 << 10
 
 type restOp struct {
@@ -120,10 +129,15 @@ type peer struct {
 	rest *restOp
 	// raw lets Isend try a non-blocking write; nil if the connection is
 	// not a socket (tests use net.Pipe).
-	raw  syscall.RawConn
-	wake chan struct{}
-	quit chan struct{}
-	once sync.Once
+	raw syscall.RawConn
+	// inl is the inline writer's (writer == inlineWriter).
+	inl inlineWrite
+	// polls: conns[0] is read through a spinReader, which arms a
+	// waiter's ctx only before it blocks (reader.go).
+	polls bool
+	wake  chan struct{}
+	quit  chan struct{}
+	once  sync.Once
 
 	// Streams 1..n-1: jobs for their reader and writer goroutines.
 	rjobs []chan stripeJob
@@ -166,14 +180,18 @@ func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
 	}
 	p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	p.rd.init()
+	p.rd.spinner.max = max(cfg.Spin, 0)
 	if sc, ok := cs[0].(syscall.Conn); ok {
 		p.raw, _ = sc.SyscallConn()
 	}
+	p.inl.fn = p.inl.writev
+	p.rd.tryFn = p.rd.readNow
 	for i, c := range cs {
 		var src io.Reader = c
 		var wait func() error
 		if i == 0 && p.raw != nil && cfg.WrapConn == nil {
 			src, wait = &spinReader{c: c, p: p}, p.awaitReadable
+			p.polls = true
 		}
 		p.br = append(p.br, newBufReader(src, wait, &e.readBufs))
 		if i > 0 {
@@ -202,7 +220,9 @@ func (e *endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 	r := e.m.Post(from, tag, b)
 	if pr, ok := r.(*transport.PostedRecv); ok && from != e.rank {
 		if p := e.peers[from].Load(); p != nil {
-			return &recvReq{PostedRecv: pr, p: p}
+			rr := recvReqs.Get().(*recvReq)
+			rr.PostedRecv, rr.p = pr, p
+			return rr
 		}
 		// Not linked yet (lazy.go): the peer's reader delivers it once
 		// the link is up.
@@ -246,7 +266,8 @@ func (p *peer) isend(tag transport.Tag, b []byte) transport.Request {
 		p.mu.Unlock()
 		return transport.Completed(err)
 	}
-	if p.writer == noWriter && len(p.queue) == 0 && p.rest == nil && len(b) <= inlineMax && p.raw != nil {
+	if p.writer == noWriter && len(p.queue) == 0 && p.rest == nil && p.raw != nil &&
+		(len(b) <= inlineMax || !p.striped(len(b)) && runtime.GOMAXPROCS(0) == 1) {
 		p.writer = inlineWriter
 		p.mu.Unlock()
 		return p.writeInline(tag, b)
@@ -624,32 +645,48 @@ func (p *peer) sendQueued(hdrsp *[]byte, vecp *net.Buffers) bool {
 	return true
 }
 
+// inlineWrite is what an inline write uses, kept in the peer so that it
+// allocates nothing: the frame header, the vector and the outcome of the
+// writev, and fn, the function RawConn.Write runs (writev).
+type inlineWrite struct {
+	hdr [headerLen]byte
+	iov [2][]byte
+	k   int // entries of iov in use
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+// writev is one non-blocking writev of w.iov[:w.k].
+func (w *inlineWrite) writev(fd uintptr) bool {
+	for {
+		w.n, w.err = unix.Writev(int(fd), w.iov[:w.k])
+		if w.err != unix.EINTR {
+			return true // done or not, never wait for the socket here
+		}
+	}
+}
+
 // writeInline tries to write one small message on the caller's goroutine
 // with one non-blocking writev; the caller holds the connection as
 // inlineWriter. If the socket takes only part of it, the rest goes to
 // sendLoop, ahead of anything queued, so Isend never blocks.
 func (p *peer) writeInline(tag transport.Tag, b []byte) transport.Request {
-	var hdr [headerLen]byte
+	w := &p.inl
+	hdr := w.hdr[:]
 	binary.LittleEndian.PutUint64(hdr[0:], uint64(tag))
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(len(b)))
-	iov := [][]byte{hdr[:], b}
+	w.iov[0], w.iov[1], w.k = hdr, b, 2
 	if len(b) == 0 {
-		iov = iov[:1]
+		w.k = 1
 	}
-	var n int
-	var werr error
-	err := p.raw.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Writev(int(fd), iov)
-			if werr != unix.EINTR {
-				return true // done or not, never wait for the socket here
-			}
-		}
-	})
+	w.n, w.err = 0, nil
+	err := p.raw.Write(w.fn)
+	n, werr := max(w.n, 0), w.err
+	w.iov[1] = nil // the caller's buffer: not kept past the call
 	if err == nil && werr != nil && werr != unix.EAGAIN {
 		err = werr
 	}
-	n = max(n, 0)
 	var r transport.Request
 	p.mu.Lock()
 	switch {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,22 @@ type reader struct {
 	// before it sleeps (spinReader).
 	spin    bool
 	spinner spinner
+	// wctx is the waiter's ctx, which spinReader arms (stop not nil) only
+	// before a read that may block: see readFor.
+	wctx  context.Context
+	stop  func() bool
+	tries uint64 // non-blocking reads made (tests)
+	// A non-blocking read without allocating: tryFn (readNow) reads into
+	// tryBuf and leaves its outcome in tryN and tryErr.
+	tryFn  func(fd uintptr) bool
+	tryBuf []byte
+	tryN   int
+	tryErr error
+	// tryPoll: readNow asks poll(2) first and reads only if there are
+	// bytes (see spinReader).
+	tryPoll bool
+	pfd     unix.PollFd
+	zeroTS  unix.Timespec
 
 	// Interrupting a waiter whose ctx ends while it reads, and the read
 	// deadline of the link otherwise (endReadsBy).
@@ -105,6 +122,22 @@ type recvReq struct {
 
 func (r *recvReq) Wait(ctx context.Context) error { return r.p.waitRecv(ctx, r.PostedRecv) }
 
+// recvReqs holds released recvReqs for reuse, so that a receive from a
+// remote peer allocates nothing.
+var recvReqs = sync.Pool{New: func() any { return new(recvReq) }}
+
+// Release implements transport.Releaser: a completed receive goes back to
+// the matcher, and r to recvReqs; a pending one is left alone.
+func (r *recvReq) Release() {
+	pr := r.PostedRecv
+	if !pr.IsDone() {
+		return
+	}
+	*r = recvReq{}
+	pr.Release()
+	recvReqs.Put(r)
+}
+
 // sendReq is a send that may wait on the peer: a goroutine that blocks on
 // it first gets every peer's socket drained, so that two ranks sending to
 // each other at once both make progress.
@@ -114,19 +147,10 @@ type sendReq struct {
 }
 
 func (r *sendReq) Wait(ctx context.Context) error {
-	if !isDone(r.Done()) {
+	if !r.IsDone() {
 		r.e.kickReaders()
 	}
 	return r.Req.Wait(ctx)
-}
-
-func isDone(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // kickReaders asks every peer's readLoop to read now.
@@ -169,7 +193,7 @@ func (p *peer) endReadsBy(t time.Time) {
 
 // waitRecv is Wait for a receive from p.
 func (p *peer) waitRecv(ctx context.Context, r *transport.PostedRecv) error {
-	for !isDone(r.Done()) && p.acquire(ctx, r) {
+	for !r.IsDone() && p.acquire(ctx, r) {
 		again := p.readFor(ctx, r)
 		p.release()
 		if !again {
@@ -225,14 +249,25 @@ func (p *peer) readFor(ctx context.Context, r *transport.PostedRecv) (again bool
 	if rd.dead.Load() {
 		return false
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = p.arm(ctx)
+	if p.polls {
+		// spinReader arms it before a read that may block (armWait):
+		// a receive that lands while the waiter polls costs no timer,
+		// channel or callback.
+		rd.wctx = ctx
+	} else if ctx.Done() != nil {
+		rd.stop = p.arm(ctx)
 	}
 	rd.spin = true
-	for !isDone(r.Done()) && ctx.Err() == nil {
+	// ctx is looked at after each frame that did not complete r, not
+	// before the first (a clock read on the latency-bound path): a waiter
+	// whose ctx has ended already reads at most what is there, since a
+	// read that would block arms ctx first.
+	for !r.IsDone() {
 		err := p.readFrame(false)
 		if err == nil {
+			if !r.IsDone() && ctx.Err() != nil {
+				break
+			}
 			continue
 		}
 		if err == errHandOff {
@@ -243,8 +278,10 @@ func (p *peer) readFor(ctx context.Context, r *transport.PostedRecv) (again bool
 		break
 	}
 	rd.spin = false
-	if stop != nil {
-		stop()
+	rd.wctx = nil
+	if rd.stop != nil {
+		rd.stop()
+		rd.stop = nil
 		p.disarm()
 	}
 	if !again && !rd.dead.Load() && !rd.f.active && rd.f.hdrN == 0 {
@@ -267,6 +304,15 @@ func (p *peer) drainBuffered() {
 			p.readFailed(err)
 			return
 		}
+	}
+}
+
+// armWait is called by the token holder before a read that may block: a
+// waiter whose ctx is not armed yet arms it.
+func (p *peer) armWait() {
+	rd := &p.rd
+	if ctx := rd.wctx; ctx != nil && rd.stop == nil && ctx.Done() != nil {
+		rd.stop = p.arm(ctx)
 	}
 }
 
@@ -474,10 +520,8 @@ func (p *peer) idle(t *time.Timer) bool {
 	}
 }
 
-// Polling the socket: see spinReader.
+// Polling the socket: see spinReader. Config.Spin bounds one poll.
 const (
-	// spinMax bounds one poll.
-	spinMax = 100 * time.Microsecond
 	// spinGap: a poll that sees this much time pass between two reads
 	// lost its core to another thread, and stops.
 	spinGap = 200 * time.Microsecond
@@ -505,27 +549,18 @@ func (s *spinReader) Read(b []byte) (int, error) {
 	if !rd.spin || len(b) == 0 {
 		return s.c.Read(b)
 	}
-	now := time.Now()
-	d := rd.spinner.start(now)
-	if d == 0 {
+	if rd.spinner.max <= 0 {
+		s.p.armWait()
 		return s.c.Read(b)
 	}
+	// A first try reads no clock: on an exchange, where both ranks send
+	// and then receive, the peer's bytes are usually there by the time
+	// this rank's own write returns.
 	n, st := s.tryRead(b)
 	if st == readEmpty {
-		end, last, preempted := now.Add(d), now, false
-		for st == readEmpty && !s.p.interrupted() {
-			t := time.Now()
-			if t.Sub(last) > spinGap {
-				preempted = true
-				break
-			}
-			if t.After(end) {
-				break
-			}
-			last = t
-			n, st = s.tryRead(b)
+		if now := time.Now(); rd.spinner.start(now) > 0 {
+			n, st = s.spin(b, now)
 		}
-		rd.spinner.done(last, st != readEmpty, preempted)
 	}
 	switch st {
 	case readGot:
@@ -533,7 +568,45 @@ func (s *spinReader) Read(b []byte) (int, error) {
 	case readEOF:
 		return 0, io.EOF
 	}
+	s.p.armWait()
 	return s.c.Read(b) // it waits, or says what went wrong
+}
+
+// spin polls for up to the spinner's time from now. Polls ask poll(2)
+// before they read: a read of an empty socket takes the socket's lock,
+// which the peer's write needs to deliver the bytes (over loopback the
+// writer's CPU delivers them), so polling with reads slowed the delivery
+// it waited for; poll takes no lock. Every 16 polls the waiter looks at
+// its ctx, which is not armed while it polls, and yields the processor:
+// with GOMAXPROCS 1 the goroutine that writes what this rank sends (the
+// rest of a large inline write, sendLoop) runs only then.
+func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
+	rd := &s.p.rd
+	rd.tryPoll = true
+	end, last, preempted := now.Add(rd.spinner.max), now, false
+	st = readEmpty
+	for i := 1; st == readEmpty && !s.p.interrupted(); i++ {
+		if i%16 == 0 {
+			if rd.wctx != nil && rd.wctx.Err() != nil {
+				break
+			}
+			runtime.Gosched()
+			last = time.Now() // the time another goroutine ran is not a lost core
+		}
+		t := time.Now()
+		if t.Sub(last) > spinGap {
+			preempted = true
+			break
+		}
+		if t.After(end) {
+			break
+		}
+		last = t
+		n, st = s.tryRead(b)
+	}
+	rd.tryPoll = false
+	rd.spinner.done(last, st != readEmpty, preempted)
+	return n, st
 }
 
 // Outcomes of spinReader.tryRead.
@@ -546,15 +619,12 @@ const (
 
 // tryRead is one non-blocking read.
 func (s *spinReader) tryRead(b []byte) (n int, st int) {
-	var errno error
-	err := s.p.raw.Read(func(fd uintptr) bool {
-		for {
-			n, errno = unix.Read(int(fd), b)
-			if errno != unix.EINTR {
-				return true
-			}
-		}
-	})
+	rd := &s.p.rd
+	rd.tries++
+	rd.tryBuf = b
+	err := s.p.raw.Read(rd.tryFn)
+	n, errno := rd.tryN, rd.tryErr
+	rd.tryBuf, rd.tryErr = nil, nil
 	switch {
 	case err != nil:
 		return 0, readFail
@@ -568,12 +638,24 @@ func (s *spinReader) tryRead(b []byte) (n int, st int) {
 	return n, readGot
 }
 
-// spinner decides whether a waiter polls. Polls that get the bytes earn
+// readNow is tryRead's read, which RawConn.Read runs.
+func (rd *reader) readNow(fd uintptr) bool {
+	if rd.tryPoll && !readable(int(fd), &rd.pfd, &rd.zeroTS) {
+		rd.tryN, rd.tryErr = -1, unix.EAGAIN
+		return true
+	} // else bytes, EOF or an error: the read says which
+	rd.tryN, rd.tryErr = readNB(int(fd), rd.tryBuf)
+	return true
+}
+
+// spinner decides whether a waiter polls, and for how long: max
+// (Config.Spin; 0: never). Polls that get the bytes earn
 // credit, up to spinStreak; one that times out costs spinStreak/2, and one
 // that lost its core all of it. Without credit polling stops, to be tried
 // again after a pause, which doubles each time polling stops without
 // having earned full credit since the last stop.
 type spinner struct {
+	max     time.Duration
 	stopped bool
 	credit  int
 	pause   time.Duration // the last pause
@@ -586,13 +668,16 @@ const spinStreak = 8
 
 // start returns how long to poll now: 0 for not at all.
 func (s *spinner) start(now time.Time) time.Duration {
+	if s.max <= 0 {
+		return 0
+	}
 	if s.stopped {
 		if now.Before(s.resume) {
 			return 0
 		}
 		s.stopped = false
 	}
-	return spinMax
+	return s.max
 }
 
 // done records how the poll started last went: whether it got something,

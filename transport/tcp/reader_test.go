@@ -147,6 +147,11 @@ func TestWaitEndsBetweenFrames(t *testing.T) {
 // tcpPair makes ranks 0 and 1 of a job joined by one loopback TCP
 // connection, without Connect's handshake.
 func tcpPair(t *testing.T, sockBuf int) [2]*endpoint {
+	return tcpPairConfig(t, func(c *Config) { c.SocketBuffer = sockBuf })
+}
+
+// tcpPairConfig is tcpPair with the Config that set makes.
+func tcpPairConfig(t *testing.T, set func(*Config)) [2]*endpoint {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +172,8 @@ func tcpPair(t *testing.T, sockBuf int) [2]*endpoint {
 	}
 	var eps [2]*endpoint
 	for r, c := range []net.Conn{a, b} {
-		cfg := Config{Rank: r, Size: 2, Logger: discardLogger, SocketBuffer: sockBuf}
+		cfg := Config{Rank: r, Size: 2, Logger: discardLogger}
+		set(&cfg)
 		cfg.defaults()
 		conns := make([][]net.Conn, 2)
 		conns[1-r] = []net.Conn{c}
@@ -259,14 +265,14 @@ func TestWaiterSeesEOF(t *testing.T) {
 // their core, and tries again after pauses that double until polling has
 // paid for a while.
 func TestSpinnerAdapts(t *testing.T) {
-	var s spinner
+	s := spinner{max: DefaultSpin}
 	now := time.Unix(1000, 0)
 	polls := func(at time.Time) bool {
 		t.Helper()
 		switch d := s.start(at); d {
 		case 0:
 			return false
-		case spinMax:
+		case DefaultSpin:
 			return true
 		default:
 			t.Fatalf("poll of %v", d)
@@ -331,5 +337,119 @@ func TestSpinnerAdapts(t *testing.T) {
 	}
 	if !polls(now.Add(spinPauseMin)) {
 		t.Fatalf("no poll %v after losing the core", spinPauseMin)
+	}
+}
+
+// Config.Spin: a waiter polls the socket for that long before it sleeps,
+// and with a negative Spin never polls (no non-blocking read at all).
+func TestSpinConfig(t *testing.T) {
+	setReadIdle(t, time.Hour) // the waiters keep the token: they read
+	for _, spin := range []time.Duration{-1, 0, time.Millisecond} {
+		eps := tcpPairConfig(t, func(c *Config) { c.Spin = spin })
+		want := spin
+		switch {
+		case spin == 0:
+			want = DefaultSpin
+		case spin < 0:
+			want = 0
+		}
+		for _, e := range eps {
+			p := e.peers[1-e.rank].Load()
+			if got := p.rd.spinner.start(time.Now()); got != want {
+				t.Errorf("Spin %v: the spinner polls for %v, want %v", spin, got, want)
+			}
+		}
+		// A ping-pong: each rank's waiter reads the other's message
+		// itself (readLoop never takes the token back).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var tries [2]uint64
+		errs := make(chan error, 2)
+		for r, e := range eps {
+			go func() {
+				buf := make([]byte, 8)
+				for i := range 200 {
+					if r == 1 || i > 0 {
+						if err := e.Irecv(1-r, 1, buf).Wait(ctx); err != nil {
+							errs <- err
+							return
+						}
+					}
+					if r == 0 || i < 199 {
+						if err := e.Isend(1-r, 1, buf).Wait(ctx); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+				tries[r] = e.peers[1-r].Load().rd.tries // this goroutine was the reader
+				errs <- nil
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("Spin %v: %v", spin, err)
+			}
+		}
+		cancel()
+		if polled := tries[0] + tries[1]; (polled > 0) != (want > 0) {
+			t.Errorf("Spin %v: %d non-blocking reads, want them only when polling", spin, polled)
+		}
+	}
+}
+
+// A waiter arms its ctx only before a read that may block: one whose ctx
+// ends while it polls (here for up to an hour) stops polling, and the
+// link stays up for the next receive.
+func TestSpinningWaiterCtxEnds(t *testing.T) {
+	setReadIdle(t, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eps := tcpPairConfig(t, func(c *Config) { c.Spin = time.Hour })
+	buf := make([]byte, 4)
+	for i := range 3 {
+		short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+		r := eps[1].Irecv(0, 1, buf)
+		err := r.Wait(short)
+		cancelShort()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("round %d: Wait = %v, want DeadlineExceeded", i, err)
+		}
+		if err := eps[0].Isend(1, 1, []byte{1, 2, 3, byte(i)}).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil || buf[3] != byte(i) {
+			t.Fatalf("round %d: after the ctx ended: %v, % x", i, err, buf)
+		}
+	}
+}
+
+// An 8-byte message to a receive posted and waited on, released after,
+// allocates nothing: not the inline write, the waiter's reads and polls,
+// its ctx (a deadline is armed only before a read that may block) or the
+// request (recvReqs).
+func TestSmallMessageAllocatesNothing(t *testing.T) {
+	setReadIdle(t, time.Hour) // the waiter keeps the token: it reads
+	eps := tcpPair(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	src, dst := []byte("12345678"), make([]byte, 8)
+	exchange := func() {
+		r := eps[1].Irecv(0, 3, dst)
+		if err := eps[0].Isend(1, 3, src).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		transport.Release(r)
+	}
+	for range 100 {
+		exchange() // fill the pools, take the token from readLoop
+	}
+	if n := testing.AllocsPerRun(1000, exchange); n != 0 {
+		t.Errorf("%v allocations per message, want 0", n)
+	}
+	if !bytes.Equal(dst, src) {
+		t.Fatalf("received %q, want %q", dst, src)
 	}
 }

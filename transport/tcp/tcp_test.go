@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,19 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceStreams(t *testing.T) {
 	transporttest.Run(t, meshFunc(tcp.Config{Streams: 3, Secret: []byte("s3cret")}))
+}
+
+// With GOMAXPROCS 1 Isend writes large messages inline too (but striped
+// ones through sendLoop), the rest of a partial write going to sendLoop:
+// the suite again, with a socket buffer small enough for partial writes.
+func TestConformanceGOMAXPROCS1(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	t.Run("one stream", func(t *testing.T) {
+		transporttest.Run(t, meshFunc(tcp.Config{SocketBuffer: 64 << 10}))
+	})
+	t.Run("streams", func(t *testing.T) {
+		transporttest.Run(t, meshFunc(tcp.Config{Streams: 3, SocketBuffer: 64 << 10}))
+	})
 }
 
 func TestStripedSizes(t *testing.T) {
