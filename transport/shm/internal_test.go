@@ -235,22 +235,7 @@ func TestCMA(t *testing.T) {
 		want[i] = byte(i * 31)
 	}
 	for _, posted := range []bool{true, false} {
-		got := make([]byte, len(want))
-		var r, s transport.Request
-		if posted {
-			r = eps[1].Irecv(0, 1, got)
-			s = eps[0].Isend(1, 1, want)
-		} else {
-			s = eps[0].Isend(1, 1, want)
-			r = eps[1].Irecv(0, 1, got)
-		}
-		if err := s.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
+		if got := sendRecv(ctx, t, eps, want, posted); string(got) != string(want) {
 			t.Fatalf("posted=%v: payload differs", posted)
 		}
 	}
@@ -304,22 +289,7 @@ func TestCMAOnlyWhenNotFitting(t *testing.T) {
 			for i := range want {
 				want[i] = byte(i*13 + tc.n)
 			}
-			got := make([]byte, tc.n)
-			var r, s transport.Request
-			if posted {
-				r = eps[1].Irecv(0, 1, got)
-				s = eps[0].Isend(1, 1, want)
-			} else {
-				s = eps[0].Isend(1, 1, want)
-				r = eps[1].Irecv(0, 1, got)
-			}
-			if err := s.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != string(want) {
+			if got := sendRecv(ctx, t, eps, want, posted); string(got) != string(want) {
 				t.Fatalf("%d bytes, posted=%v: payload differs", tc.n, posted)
 			}
 			after := eps[0].Stats()
@@ -400,4 +370,26 @@ func TestConformanceCMARefused(t *testing.T) {
 		}
 		return eps
 	})
+}
+
+// sendRecv sends want from eps[0] to eps[1] under tag 1, with the receive
+// posted before the send or after it, and returns what arrived.
+func sendRecv(ctx context.Context, t *testing.T, eps [2]*Endpoint, want []byte, posted bool) []byte {
+	t.Helper()
+	got := make([]byte, len(want))
+	var r, s transport.Request
+	if posted {
+		r = eps[1].Irecv(0, 1, got)
+		s = eps[0].Isend(1, 1, want)
+	} else {
+		s = eps[0].Isend(1, 1, want)
+		r = eps[1].Irecv(0, 1, got)
+	}
+	if err := s.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
