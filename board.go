@@ -86,6 +86,7 @@ type board struct {
 	acks  int  // offset of the ack lines
 	data  int  // offset of the slot rows
 	off   bool // GOCCL_BOARD=0: no call runs on it, every call is announced
+	polls int  // reads of a slot before a wait through the transport
 }
 
 // Within a slot: the sequence number, the payload's length, the
@@ -120,6 +121,10 @@ func newBoard(c *Comm, bd transport.Boarder) (*board, error) {
 	// announced on it: a rank whose GOCCL_BOARD says otherwise then
 	// fails at once, naming this one, instead of waiting to the timeout.
 	b.off = ipcDisabled(c.opts.getenv(EnvBoard))
+	b.polls = boardPolls
+	if c.opts.spin < 0 {
+		b.polls = 1 // GOCCL_SPIN=0, or more ranks than CPUs: no polling
+	}
 	return b, nil
 }
 
@@ -206,13 +211,15 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 
 // boardPolls is how many times post reads a slot before it waits through
 // the transport (which spins longer, yielding, then parks): a peer that
-// is a few hundred nanoseconds behind costs no more than the reads.
+// is a few hundred nanoseconds behind costs no more than the reads. Where
+// the transports do not poll (GOCCL_SPIN=0, or more ranks than CPUs) the
+// board reads once.
 const boardPolls = 256
 
-// poll reads the word at off up to boardPolls times for seq.
+// poll reads the word at off up to b.polls times for seq.
 func (b *board) poll(off int, seq uint64) bool {
 	w := b.word(off)
-	for range boardPolls {
+	for range b.polls {
 		if w.Load() == seq {
 			return true
 		}

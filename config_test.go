@@ -235,6 +235,19 @@ func TestSpinEnv(t *testing.T) {
 	if _, err := NewLocal(2, fakeEnv(map[string]string{EnvSpin: "fast"})); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), EnvSpin) {
 		t.Errorf("NewLocal with a bad %s: %v; want ErrInvalid naming it", EnvSpin, err)
 	}
+	// The board polls as the transports do: once where they do not poll.
+	for v, want := range map[string]int{"": boardPolls, "0": 1} {
+		comms, err := NewLocal(2, fakeEnv(map[string]string{EnvSpin: v}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := comms[0].board; b == nil || b.polls != want {
+			t.Errorf("%s=%q: the board (%v) does not read a slot %d times before it waits", EnvSpin, v, b != nil, want)
+		}
+		for _, c := range comms {
+			c.Close()
+		}
+	}
 }
 
 func TestCountCPUs(t *testing.T) {

@@ -191,6 +191,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		spin = -1
 		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits do not poll", "local_size", env.LocalSize, "cpus", cpus)
 	}
+	o.spin = spin // the communicator's board polls as its transports do
 	if log != nil {
 		debugLog(log, slog.LevelInfo, "goccl init", "launcher", env.Source, "size", env.Size,
 			"local_rank", env.LocalRank, "local_size", env.LocalSize,
