@@ -328,7 +328,7 @@ func (c *Comm) useBoard(bytes int, free bool) bool {
 // synchronous caller returns it with do).
 func (c *Comm) newBoardCall(name string, dt reduceop.DType, bytes int) *call {
 	k := callPool.Get().(*call)
-	*k = call{c: c, op: name, dt: dt, bytes: int64(bytes), algo: string(algoBoard), root: -1, onBoard: true, pooled: true}
+	*k = call{c: c, op: name, dt: dt, bytes: int64(bytes), algo: string(algoBoard), root: -1, onBoard: true}
 	return k
 }
 

@@ -50,13 +50,12 @@ type call struct {
 	// onBoard: the call runs on the group's board (board.go); prev is
 	// this rank's previous board call in the same slot row, set by take.
 	// A board call has no run: exec runs board.run with its buffer and
-	// op, so that the call needs no closure, and a pooled one (from
-	// newBoardCall) goes back to the pool when it succeeds.
+	// op, so that the call needs no closure; it comes from callPool
+	// (newBoardCall) and do puts it back when it succeeds.
 	onBoard  bool
 	prev     uint64
 	boardBuf []byte
 	boardOp  reduceop.Op
-	pooled   bool
 
 	p   *peers // what the call runs on, once ordered (nil: no bytes move)
 	own peers  // what p points to: one allocation for both
@@ -158,13 +157,13 @@ func (k *call) exec(ctx context.Context) error {
 	return nil
 }
 
-// do is exec for a call made for one synchronous use: a pooled call
+// do is exec for a call made for one synchronous use: a board call
 // (newBoardCall) goes back to the pool once it has succeeded. One that
 // failed is left to the garbage collector, since the flight recorder
 // keeps what it waited on.
 func (k *call) do(ctx context.Context) error {
 	err := k.exec(ctx)
-	if err == nil && k.pooled {
+	if err == nil && k.onBoard {
 		*k = call{}
 		callPool.Put(k)
 	}

@@ -22,7 +22,7 @@ func NewLocal(n int, opts ...Option) ([]*Comm, error) {
 	eps := mem.NewWithConfig(n, mem.Config{Spin: o.spin})
 	comms := make([]*Comm, n)
 	for i, ep := range eps {
-		c, err := New(ep, opts...)
+		c, err := newComm(ep, o)
 		if err != nil {
 			for j := range eps {
 				if j < i {

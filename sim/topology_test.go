@@ -2,10 +2,8 @@ package sim
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/goccl/goccl/algo"
@@ -84,9 +82,9 @@ func twoLevelBand(c algo.Collective, a algo.Algorithm, n, size, elem int) band {
 // fastest. A point whose pick is over budget is listed as skipped (the
 // others are still compared).
 func checkTwoLevel(t *testing.T, machines int, ns, sizes []int, budget float64) {
-	var skipped []string
+	p := picks{skipFree: true}
 	for _, m := range twoLevelMachines[:machines] {
-		worst, worstAt := 0.0, ""
+		p.worst, p.worstAt = 0, ""
 		for c := algo.AllReduce; c <= algo.Barrier; c++ {
 			for _, n := range ns {
 				if n%m.t.RanksPerHost != 0 {
@@ -114,32 +112,13 @@ func checkTwoLevel(t *testing.T, machines int, ns, sizes []int, budget float64) 
 							best, bestT = a, res.Time
 						}
 					}
-					sel := algo.SelectTopo(c, size, n, m.t)
-					selT, ok := times[sel]
-					if !ok {
-						skipped = append(skipped, fmt.Sprintf("%s %s n=%d %d B (%s)", c, sel, n, size, m.name))
-						continue
-					}
-					if bestT == 0 {
-						continue // nothing to send: every pick is free
-					}
-					r := selT / bestT
-					at := fmt.Sprintf("%s n=%d %d B, %s constants: Select takes %s (%.1f us), the simulation's best is %s (%.1f us): %.2fx",
-						c, n, size, m.name, sel, selT*1e6, best, bestT*1e6, r)
-					if r > worst {
-						worst, worstAt = r, at
-					}
-					if r > selectBound {
-						t.Error(at)
-					}
+					p.judge(t, c, n, size, m.name, algo.SelectTopo(c, size, n, m.t), best, bestT, times)
 				}
 			}
 		}
-		t.Logf("worst pick under %s constants: %s", m.name, worstAt)
+		t.Logf("worst pick under %s constants: %s", m.name, p.worstAt)
 	}
-	if len(skipped) > 0 {
-		t.Logf("skipped %d points whose pick sends over %.0g messages: %s", len(skipped), budget, strings.Join(skipped, "; "))
-	}
+	p.logSkipped(t, budget)
 }
 
 // TestSelectTwoLevel checks the two-level model and Select on a short

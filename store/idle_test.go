@@ -70,15 +70,9 @@ func TestParkedRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, addr := idleServer(t, time.Millisecond, Options{})
-	a, err := Dial(ctx, addr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := dial(ctx, t, addr)
 	defer a.Close()
-	b, err := Dial(ctx, addr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := dial(ctx, t, addr)
 	defer b.Close()
 	const rounds = 200
 	for i := range rounds {
@@ -123,10 +117,7 @@ func TestParkedChurn(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*goroutines)
 	for range clients {
-		c, err := Dial(ctx, addr, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := dial(ctx, t, addr)
 		defer c.Close()
 		for range goroutines {
 			wg.Go(func() {
@@ -145,10 +136,7 @@ func TestParkedChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d parks for %d requests", srv.parks(), clients*goroutines*adds)
-	c, err := Dial(ctx, addr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dial(ctx, t, addr)
 	defer c.Close()
 	if n, err := c.Add(ctx, "n", 0); err != nil || n != clients*goroutines*adds {
 		t.Fatalf("counter %d %v, want %d", n, err, clients*goroutines*adds)
@@ -162,14 +150,8 @@ func TestParkedHangUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, addr := idleServer(t, time.Millisecond, Options{})
-	a, err := Dial(ctx, addr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Dial(ctx, addr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := dial(ctx, t, addr)
+	c := dial(ctx, t, addr)
 	defer c.Close()
 	if err := a.SetEphemeral(ctx, "alive/a", []byte("1")); err != nil {
 		t.Fatal(err)
@@ -326,10 +308,7 @@ func TestNotParked(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); srv.Serve(ctx, ln) }()
 			defer func() { srv.Close(); <-done }()
-			c, err := Dial(ctx, addr, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := dial(ctx, t, addr)
 			defer c.Close()
 			for i := range 5 {
 				time.Sleep(10 * time.Millisecond)
@@ -366,4 +345,14 @@ func TestParkedLastRequest(t *testing.T) {
 	if err != nil || string(v) != "words" {
 		t.Fatalf("last: %q %v", v, err)
 	}
+}
+
+// dial connects a client to addr, failing t if it cannot.
+func dial(ctx context.Context, t *testing.T, addr string) *Client {
+	t.Helper()
+	c, err := Dial(ctx, addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
