@@ -47,46 +47,55 @@ func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Alg
 		return c.boardAllReduce(name, v, op), nil
 	}
 	a, fn := c.pickAllReduce(v.bytes(), force)
+	if v.dev == nil {
+		// Host memory: the call needs no closure (hostAllReduce runs it),
+		// and a synchronous one goes back to the pool.
+		k := c.newPooledCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
+		c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
+		k.arFn, k.arView = fn, v
+		return k, nil
+	}
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	n := c.Size()
-	if v.dev != nil {
-		k.useDevice(v.dev.Device())
-		k.run = func(ctx context.Context) error {
-			return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
-				if n > 1 && len(buf) > 0 {
-					if err := fn(ctx, dp, buf); err != nil {
-						return err
-					}
-				}
-				if op == reduceop.Avg {
-					return dp.scale(buf, n)
-				}
-				return nil
-			})
-		}
-		return k, nil
-	}
+	k.useDevice(v.dev.Device())
 	k.run = func(ctx context.Context) error {
-		s, err := c.stage(ctx, v, true)
-		if err != nil {
-			return err
-		}
-		if n > 1 && len(s.host) > 0 {
-			if err := fn(ctx, p, s.host); err != nil {
-				c.unstage(ctx, s, false)
-				return err
+		return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
+			if n > 1 && len(buf) > 0 {
+				if err := fn(ctx, dp, buf); err != nil {
+					return err
+				}
 			}
-		}
-		if op == reduceop.Avg {
-			if err := (reduceop.Host{}).Scale(v.dt, s.host, n); err != nil {
-				c.unstage(ctx, s, false)
-				return err
+			if op == reduceop.Avg {
+				return dp.scale(buf, n)
 			}
-		}
-		return c.unstage(ctx, s, true)
+			return nil
+		})
 	}
 	return k, nil
+}
+
+// hostAllReduce runs k, an allreduce of host memory over messages
+// (allReduceView): k.arFn over the bytes of k.arView, with k.redop.
+func (c *Comm) hostAllReduce(ctx context.Context, k *call) error {
+	v, op, n := k.arView, k.redop, c.Size()
+	s, err := c.stage(ctx, v, true)
+	if err != nil {
+		return err
+	}
+	if n > 1 && len(s.host) > 0 {
+		if err := k.arFn(ctx, k.p, s.host); err != nil {
+			c.unstage(ctx, s, false)
+			return err
+		}
+	}
+	if op == reduceop.Avg {
+		if err := (reduceop.Host{}).Scale(v.dt, s.host, n); err != nil {
+			c.unstage(ctx, s, false)
+			return err
+		}
+	}
+	return c.unstage(ctx, s, true)
 }
 
 // AllReduceCoalesced all-reduces several buffers of one dtype as one

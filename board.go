@@ -327,8 +327,8 @@ func (c *Comm) useBoard(bytes int, free bool) bool {
 // newBoardCall makes a call that runs on c's board, from the pool (a
 // synchronous caller returns it with do).
 func (c *Comm) newBoardCall(name string, dt reduceop.DType, bytes int) *call {
-	k := callPool.Get().(*call)
-	*k = call{c: c, op: name, dt: dt, bytes: int64(bytes), algo: string(algoBoard), root: -1, onBoard: true}
+	k := c.newPooledCall(name, dt, bytes, algoBoard)
+	k.onBoard = true
 	return k
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/reduceop"
@@ -47,15 +48,21 @@ type call struct {
 	traceID uint64  // the flight recorder's number for it (trace.go), 0: none
 	ctx     callCtx // what it runs under (exec)
 
-	// onBoard: the call runs on the group's board (board.go); prev is
-	// this rank's previous board call in the same slot row, set by take.
-	// A board call has no run: exec runs board.run with its buffer and
-	// op, so that the call needs no closure; it comes from callPool
-	// (newBoardCall) and do puts it back when it succeeds.
+	// The latency-bound calls have no run, so that they need no closure,
+	// and come from callPool (newPooledCall), where do puts them back
+	// when they succeed (pooled); body runs them:
+	//   - onBoard: the call runs on the group's board (board.go), an
+	//     allreduce of boardBuf with boardOp or a barrier; prev is this
+	//     rank's previous board call in the same slot row, set by take;
+	//   - arFn not nil: an allreduce of arView's host memory over
+	//     messages, with arFn (hostAllReduce).
+	pooled   bool
 	onBoard  bool
 	prev     uint64
 	boardBuf []byte
 	boardOp  reduceop.Op
+	arFn     algo.AllReduceFunc
+	arView   view
 
 	p   *peers // what the call runs on, once ordered (nil: no bytes move)
 	own peers  // what p points to: one allocation for both
@@ -108,13 +115,10 @@ func (k *call) exec(ctx context.Context) error {
 		start = time.Now()
 	}
 	var err error
-	switch {
-	case k.onBoard:
-		err = c.board.run(ctx, k)
-	case (k.root >= 0 || k.silent) && k.p != nil && k.p.check && c.Size() > 1:
-		err = k.p.rootChecked(ctx, k.run)
-	default:
-		err = k.run(ctx)
+	if !k.onBoard && (k.root >= 0 || k.silent) && k.p != nil && k.p.check && c.Size() > 1 {
+		err = k.p.rootChecked(ctx, k.body)
+	} else {
+		err = k.body(ctx)
 	}
 	if err != nil && errors.Is(caller.Err(), context.Canceled) {
 		// The caller cancelled while this call's messages may be in
@@ -157,22 +161,43 @@ func (k *call) exec(ctx context.Context) error {
 	return nil
 }
 
-// do is exec for a call made for one synchronous use: a board call
-// (newBoardCall) goes back to the pool once it has succeeded. One that
+// body runs the call's collective (exec has set up the rest).
+func (k *call) body(ctx context.Context) error {
+	switch {
+	case k.onBoard:
+		return k.c.board.run(ctx, k)
+	case k.arFn != nil:
+		return k.c.hostAllReduce(ctx, k)
+	}
+	return k.run(ctx)
+}
+
+// do is exec for a call made for one synchronous use: a pooled call
+// (newPooledCall) goes back to the pool once it has succeeded. One that
 // failed is left to the garbage collector, since the flight recorder
 // keeps what it waited on.
 func (k *call) do(ctx context.Context) error {
 	err := k.exec(ctx)
-	if err == nil && k.onBoard {
+	if err == nil && k.pooled {
 		*k = call{}
 		callPool.Put(k)
 	}
 	return err
 }
 
-// callPool holds the calls of board collectives (board.go), the ones
-// whose allocation shows in their time.
+// callPool holds the calls of the latency-bound collectives (allreduce,
+// and barriers on the board), the ones whose allocation shows in their
+// time.
 var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// newPooledCall is newCall from callPool. The calls there are zero (do
+// clears them), so it sets fields one by one: a whole-struct assignment
+// would clear them again.
+func (c *Comm) newPooledCall(op string, dt reduceop.DType, bytes int, a algo.Algorithm) *call {
+	k := callPool.Get().(*call)
+	k.c, k.op, k.dt, k.bytes, k.algo, k.root, k.pooled = c, op, dt, int64(bytes), string(a), -1, true
+	return k
+}
 
 // startTime is when ctx, made by WithTimeout(caller, timeout), began:
 // its deadline less the timeout, unless the caller's own deadline came

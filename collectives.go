@@ -149,8 +149,9 @@ func (k *call) agree(count int, redop reduceop.Op, root int) *call {
 // peers returns the algo.Peers a call runs on. Its tag, which fixes the
 // call's order among collectives, is taken when the call starts (take).
 func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) error) *peers {
-	k.own = peers{c: c, op: k.op, elem: dt.Size(), reduce: reduce, check: !c.opts.noCheck}
-	k.p = &k.own
+	p := &k.own // zero: k is new, or came zeroed from callPool
+	p.c, p.op, p.elem, p.reduce, p.check = c, k.op, dt.Size(), reduce, !c.opts.noCheck
+	k.p = p
 	return k.p
 }
 

@@ -392,6 +392,34 @@ type peers struct {
 	sent, heard peerSet      // peers the first message went to / came from
 	after       device.Event // on a framework's stream: the event the call's device work waits on (stream.go)
 	drain       func()       // after a failure on device memory: wait for the call's device work (devpath.go)
+
+	// The call's requests, handed out once each: an exchange of a few
+	// messages allocates none (they live in the call).
+	reqs   slab[request]
+	fpReqs slab[fpRecv]
+}
+
+// slab hands out values one at a time without an allocation each: the
+// first few from inside it, the rest from blocks. A value it has handed
+// out stays where it is (a full block is left to its users, not grown).
+// Like peers, it is not safe for concurrent use.
+type slab[T any] struct {
+	inline [2]T
+	n      int
+	block  []T
+}
+
+// next returns a zero value that no one else has.
+func (s *slab[T]) next() *T {
+	if s.n < len(s.inline) {
+		s.n++
+		return &s.inline[s.n-1]
+	}
+	if len(s.block) == cap(s.block) {
+		s.block = make([]T, 0, 16)
+	}
+	s.block = s.block[:len(s.block)+1]
+	return &s.block[len(s.block)-1]
 }
 
 // peerSet is a set of ranks, without allocation up to 64 ranks.
@@ -432,14 +460,18 @@ func (p *peers) Isend(to int, b []byte) algo.Request {
 	if p.check && p.sent.add(to) {
 		return p.sendFirst(to, b)
 	}
-	return &request{p: p, peer: to, dir: "->", r: p.c.shared.ep.Isend(p.c.ranks[to], p.tag, b)}
+	r := p.reqs.next()
+	*r = request{p: p, peer: to, dir: "->", r: p.c.shared.ep.Isend(p.c.ranks[to], p.tag, b)}
+	return r
 }
 
 func (p *peers) Irecv(from int, b []byte) algo.Request {
 	if p.check && p.heard.add(from) {
 		return p.recvFirst(from, b)
 	}
-	return &request{p: p, peer: from, dir: "<-", r: p.c.shared.ep.Irecv(p.c.ranks[from], p.tag, b)}
+	r := p.reqs.next()
+	*r = request{p: p, peer: from, dir: "<-", r: p.c.shared.ep.Irecv(p.c.ranks[from], p.tag, b)}
+	return r
 }
 
 type request struct {

@@ -111,10 +111,14 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 		m := scratch.Get(fpLen + len(b))
 		copy(m, p.fp[:])
 		copy(m[fpLen:], b)
-		return &request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, m), scratch: m}
+		r := p.reqs.next()
+		*r = request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, m), scratch: m}
+		return r
 	}
 	fr := ep.Isend(dst, p.tag, p.fp[:])
-	return &request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, b), first: fr}
+	r := p.reqs.next()
+	*r = request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, b), first: fr}
+	return r
 }
 
 // recvFirst receives the first message from peer from, with its
@@ -124,12 +128,16 @@ func (p *peers) recvFirst(from int, b []byte) algo.Request {
 	if len(b) <= fpInline {
 		m := scratch.Get(fpLen + len(b))
 		clear(m[:fpLen]) // a shorter message must not leave an old fingerprint here
-		return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b}
+		r := p.fpReqs.next()
+		*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b}
+		return r
 	}
 	m := scratch.Get(fpLen)
 	clear(m)
 	fr := ep.Irecv(src, p.tag, m)
-	return &fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m}
+	r := p.fpReqs.next()
+	*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m}
+	return r
 }
 
 // fpRecv is a first receive: it checks the peer's fingerprint before it

@@ -99,7 +99,7 @@ func (sc *StreamComm) enqueue(ctx context.Context, k *call, err error) *Work {
 		return start(ctx, checked(nil, err))
 	}
 	k.p.after = ev
-	run := k.run
+	run := k.run // a device call: it has one
 	k.run = func(ctx context.Context) error {
 		err := run(ctx)
 		if err == nil {
