@@ -57,6 +57,10 @@ type Comm struct {
 	// perHost: this group's ranks a host, in blocks, for the algorithm
 	// choice (topology.go); 0 or 1: one a host, as far as it knows.
 	perHost int
+	// picks: the cost model's last answer for each collective
+	// (dispatch.go); algosGen counts SetAlgorithm calls, which void them.
+	picks    [algo.Barrier + 1]atomic.Pointer[cachedPick]
+	algosGen atomic.Uint64
 }
 
 // shared is what the world communicator and every group made from it share.
@@ -613,5 +617,6 @@ func (c *Comm) SetAlgorithm(a algo.Algorithm) error {
 	if a != "" {
 		c.opts.algos = []algo.Algorithm{a}
 	}
+	c.algosGen.Add(1)
 	return nil
 }

@@ -107,3 +107,50 @@ func TestInitHostBlocks(t *testing.T) {
 		})
 	}
 }
+
+// The cost model's answer is kept per collective (choose), and neither
+// SetAlgorithm nor the host layout Init learns after the communicator
+// exists may find a stale one.
+func TestChooseCacheFollowsChanges(t *testing.T) {
+	comms, err := NewLocal(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	c := comms[0]
+	const bytes = 32 << 10 // where 2 ranks a host change the model's answer
+	model := c.AlgorithmFor(algo.AllReduce, bytes)
+	if again := c.AlgorithmFor(algo.AllReduce, bytes); again != model {
+		t.Fatalf("asked twice: %q then %q", model, again)
+	}
+	forced := algo.Tree
+	if model == forced {
+		forced = algo.Ring
+	}
+	if err := c.SetAlgorithm(forced); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.AlgorithmFor(algo.AllReduce, bytes); got != forced {
+		t.Errorf("after SetAlgorithm(%q): %q", forced, got)
+	}
+	if err := c.SetAlgorithm(""); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.AlgorithmFor(algo.AllReduce, bytes); got != model {
+		t.Errorf("after SetAlgorithm(\"\"): %q, want the model's %q", got, model)
+	}
+	// Two ranks a host make another topology; the answer must be the
+	// model's for it, not the one kept for one rank a host.
+	want := algo.SelectFromTopo(algo.AllReduce, bytes, c.Size(), nil, algo.DefaultTopology(2))
+	if want == model {
+		t.Fatalf("the model picks %q for both layouts: the test needs a size where they differ", want)
+	}
+	c.perHost = 2
+	if got := c.AlgorithmFor(algo.AllReduce, bytes); got != want {
+		t.Errorf("with 2 ranks a host: %q, want %q", got, want)
+	}
+}
