@@ -397,10 +397,12 @@ type peers struct {
 	after       device.Event // on a framework's stream: the event the call's device work waits on (stream.go)
 	drain       func()       // after a failure on device memory: wait for the call's device work (devpath.go)
 
-	// The call's requests, handed out once each: an exchange of a few
-	// messages allocates none (they live in the call).
+	// The call's requests, and the buffers of small first messages
+	// (msgBuf), handed out once each: an exchange of a few messages
+	// allocates none (they live in the call).
 	reqs   slab[request]
 	fpReqs slab[fpRecv]
+	fpBufs slab[[fpLen + fpSmall]byte]
 }
 
 // slab hands out values one at a time without an allocation each: the

@@ -104,15 +104,31 @@ func (f fingerprint) String() string {
 	return fmt.Sprintf("%s(%s) #%d", op, strings.Join(args, ", "), binary.LittleEndian.Uint64(f[24:]))
 }
 
+// fpSmall is the longest payload whose first message is built in a
+// buffer inside the call (msgBuf), not one from the scratch pool.
+const fpSmall = 32
+
+// msgBuf returns a buffer of n bytes for a first message, and whether it
+// came from the scratch pool (it goes back there once done).
+func (p *peers) msgBuf(n int) (m []byte, pooled bool) {
+	if n <= fpLen+fpSmall {
+		return p.fpBufs.next()[:n], false
+	}
+	return scratch.Get(n), true
+}
+
 // sendFirst sends b to peer to with the fingerprint in front.
 func (p *peers) sendFirst(to int, b []byte) algo.Request {
 	ep, dst := p.c.shared.ep, p.c.ranks[to]
 	if len(b) <= fpInline {
-		m := scratch.Get(fpLen + len(b))
+		m, pooled := p.msgBuf(fpLen + len(b))
 		copy(m, p.fp[:])
 		copy(m[fpLen:], b)
 		r := p.reqs.next()
-		*r = request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, m), scratch: m}
+		*r = request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, m)}
+		if pooled {
+			r.scratch = m
+		}
 		return r
 	}
 	fr := ep.Isend(dst, p.tag, p.fp[:])
@@ -126,17 +142,17 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 func (p *peers) recvFirst(from int, b []byte) algo.Request {
 	ep, src := p.c.shared.ep, p.c.ranks[from]
 	if len(b) <= fpInline {
-		m := scratch.Get(fpLen + len(b))
+		m, pooled := p.msgBuf(fpLen + len(b))
 		clear(m[:fpLen]) // a shorter message must not leave an old fingerprint here
 		r := p.fpReqs.next()
-		*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b}
+		*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b, pooled: pooled}
 		return r
 	}
-	m := scratch.Get(fpLen)
+	m, pooled := p.msgBuf(fpLen)
 	clear(m)
 	fr := ep.Irecv(src, p.tag, m)
 	r := p.fpReqs.next()
-	*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m}
+	*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m, pooled: pooled}
 	return r
 }
 
@@ -144,8 +160,9 @@ func (p *peers) recvFirst(from int, b []byte) algo.Request {
 // reports anything else.
 type fpRecv struct {
 	request
-	msg []byte // fingerprint (+ payload when dst != nil)
-	dst []byte // where the payload goes, for an inline fingerprint
+	msg    []byte // fingerprint (+ payload when dst != nil)
+	dst    []byte // where the payload goes, for an inline fingerprint
+	pooled bool   // msg is from the scratch pool (msgBuf)
 }
 
 func (r *fpRecv) Wait(ctx context.Context) error {
@@ -181,7 +198,9 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 		copy(r.dst, r.msg[fpLen:])
 	}
 	r.release()
-	scratch.Put(r.msg)
+	if r.pooled {
+		scratch.Put(r.msg)
+	}
 	r.msg = nil
 	return nil
 }
