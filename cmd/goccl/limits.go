@@ -23,7 +23,9 @@ const limitsUsage = `usage: goccl limits [flags]
 Measures the limits of this machine that goccl's figures compare with:
 memory copy and float32 add bandwidth, single-stream TCP loopback
 throughput one way and both ways at once, the 1-byte loopback round
-trip, and on Linux the shared-memory figures between two processes: the
+trip, the 32-byte loopback exchange with polled receives (the pattern of a
+2-rank 8-byte allreduce, with nothing around it), and on Linux the
+shared-memory figures between two processes: the
 one-way bandwidth of a message copied in and out of a mapped segment
 (transport/shm's ring path) and the round trip of one cache line between
 them. Each figure is the median of -runs runs.
@@ -34,8 +36,9 @@ flags:
 // limitsMain runs `goccl limits`: the physical limits that goccl's figures
 // are compared against, measured on this machine: memory copy bandwidth,
 // float32 add bandwidth, single-stream TCP loopback throughput one way and
-// both ways at once, and the 1-byte TCP loopback round trip, the loopback
-// figures in one process and (with 2 CPUs or more) between two processes
+// both ways at once, the 1-byte TCP loopback round trip and the polled
+// 32-byte exchange (limits_exchange_linux.go), the loopback figures in one
+// process and (with 2 CPUs or more) between two processes
 // bound to CPUs of their own, the way goccl run starts ranks, and (on Linux,
 // with 2 CPUs or more) the shared-memory copy bandwidth and cache-line round
 // trip between two such processes. Each figure is the median of several runs.
@@ -170,18 +173,22 @@ const (
 	cmdOneWay = 'o' // read n bytes, answer with 1
 	cmdBoth   = 'b' // write n bytes while reading n
 	cmdPing   = 'p' // echo pings bytes, one at a time
+	cmdSwap   = 'x' // exchange swapBytes with the other end, swaps times
 	cmdQuit   = 'q'
 	pings     = 2000
+	swaps     = 20000
+	swapBytes = 32 // an 8-byte payload and the framing around it
 )
 
-// loopbackFigures are the three loopback limits, in bytes/s and seconds.
-type loopbackFigures struct{ tput, bidi, rtt float64 }
+// loopbackFigures are the loopback limits, in bytes/s and seconds.
+type loopbackFigures struct{ tput, bidi, rtt, swap float64 }
 
 func (f loopbackFigures) rows(where string) []limit {
 	return []limit{
 		{"TCP loopback, one stream" + where, f.tput / 1e9, "GB/s"},
 		{"TCP loopback, both ways at once" + where, f.bidi / 1e9, "GB/s each way"},
 		{"TCP loopback 1-byte round trip" + where, f.rtt * 1e6, "us"},
+		{"TCP loopback 32-byte exchange, polled" + where, f.swap * 1e6, "us"},
 	}
 }
 
@@ -222,6 +229,9 @@ func loopbackInProcess(ctx context.Context, n, runs int) (loopbackFigures, error
 	defer c.Close()
 	defer tuneConn(ctx, c)()
 	f, err := loopbackTests(c, n, runs)
+	if err != nil {
+		c.Close() // the answering end may wait for a command: end it
+	}
 	return f, errors.Join(err, <-answered)
 }
 
@@ -265,7 +275,7 @@ func loopbackProcesses(ctx context.Context, n, runs int) (loopbackFigures, error
 		return loopbackFigures{}, fmt.Errorf("loopback client: %w", err)
 	}
 	var f loopbackFigures
-	if _, err := fmt.Sscan(res.String(), &f.tput, &f.bidi, &f.rtt); err != nil {
+	if _, err := fmt.Sscan(res.String(), &f.tput, &f.bidi, &f.rtt, &f.swap); err != nil {
 		return loopbackFigures{}, fmt.Errorf("loopback client said %q: %w", res.String(), err)
 	}
 	return f, nil
@@ -304,7 +314,7 @@ func loopbackClient(ctx context.Context, addr string, n, runs int, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, f.tput, f.bidi, f.rtt)
+	_, err = fmt.Fprintln(stdout, f.tput, f.bidi, f.rtt, f.swap)
 	return err
 }
 
@@ -356,6 +366,18 @@ func loopbackTests(c net.Conn, n, runs int) (f loopbackFigures, err error) {
 		rtts = append(rtts, time.Since(t).Seconds()/pings)
 	}
 	f.rtt = median(rtts)
+	var swapTimes []float64
+	for range runs {
+		if _, err := c.Write([]byte{cmdSwap}); err != nil {
+			return f, err
+		}
+		t := time.Now()
+		if err := exchange(c, swapBytes, swaps); err != nil {
+			return f, err
+		}
+		swapTimes = append(swapTimes, time.Since(t).Seconds()/swaps)
+	}
+	f.swap = median(swapTimes)
 	_, err = c.Write([]byte{cmdQuit})
 	return f, err
 }
@@ -381,6 +403,8 @@ func loopbackAnswer(c net.Conn, n int) error {
 					_, err = c.Write(cmd)
 				}
 			}
+		case cmdSwap:
+			err = exchange(c, swapBytes, swaps)
 		case cmdQuit:
 			return nil
 		default:

@@ -41,7 +41,7 @@ func TestLimitsLoopback(t *testing.T) {
 		t.Fatalf("answering side: %v", err)
 	}
 	var g loopbackFigures
-	if _, err := fmt.Sscan(out.String(), &g.tput, &g.bidi, &g.rtt); err != nil || g.tput <= 0 || g.bidi <= 0 || g.rtt <= 0 {
+	if _, err := fmt.Sscan(out.String(), &g.tput, &g.bidi, &g.rtt, &g.swap); err != nil || g.tput <= 0 || g.bidi <= 0 || g.rtt <= 0 || g.swap <= 0 {
 		t.Fatalf("measuring side printed %q (%v)", out.String(), err)
 	}
 }
