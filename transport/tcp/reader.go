@@ -79,9 +79,9 @@ type reader struct {
 	tryBuf []byte
 	tryN   int
 	tryErr error
-	// tryPoll: readNow asks poll(2) first and reads only if there are
-	// bytes (see spinReader).
-	tryPoll bool
+	// tryPolls: readNow asks poll(2) up to this many times first and
+	// reads only if there are bytes (see spinReader); 0: it reads at once.
+	tryPolls int
 	pfd     unix.PollFd
 	zeroTS  unix.Timespec
 
@@ -579,14 +579,16 @@ func (s *spinReader) Read(b []byte) (int, error) {
 // it waited for; poll takes no lock. Every 16 polls the waiter looks at
 // its ctx, which is not armed while it polls, and yields the processor:
 // with GOMAXPROCS 1 the goroutine that writes what this rank sends (the
-// rest of a large inline write, sendLoop) runs only then.
+// rest of a large inline write, sendLoop) runs only then. The polls come
+// in batches of spinBatch, one RawConn.Read and one clock read a batch,
+// so that a poll costs little more than its system call.
 func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
 	rd := &s.p.rd
-	rd.tryPoll = true
+	rd.tryPolls = spinBatch
 	end, last, preempted := now.Add(rd.spinner.max), now, false
 	st = readEmpty
 	for i := 1; st == readEmpty && !s.p.interrupted(); i++ {
-		if i%16 == 0 {
+		if i%(16/spinBatch) == 0 {
 			if rd.wctx != nil && rd.wctx.Err() != nil {
 				break
 			}
@@ -604,10 +606,13 @@ func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
 		last = t
 		n, st = s.tryRead(b)
 	}
-	rd.tryPoll = false
+	rd.tryPolls = 0
 	rd.spinner.done(last, st != readEmpty, preempted)
 	return n, st
 }
+
+// spinBatch is how many polls spin makes between two looks at the clock.
+const spinBatch = 4
 
 // Outcomes of spinReader.tryRead.
 const (
@@ -640,10 +645,15 @@ func (s *spinReader) tryRead(b []byte) (n int, st int) {
 
 // readNow is tryRead's read, which RawConn.Read runs.
 func (rd *reader) readNow(fd uintptr) bool {
-	if rd.tryPoll && !readable(int(fd), &rd.pfd, &rd.zeroTS) {
-		rd.tryN, rd.tryErr = -1, unix.EAGAIN
-		return true
-	} // else bytes, EOF or an error: the read says which
+	for i := 1; i <= rd.tryPolls; i++ {
+		if readable(int(fd), &rd.pfd, &rd.zeroTS) {
+			break // bytes, EOF or an error: the read says which
+		}
+		if i == rd.tryPolls {
+			rd.tryN, rd.tryErr = -1, unix.EAGAIN
+			return true
+		}
+	}
 	rd.tryN, rd.tryErr = readNB(int(fd), rd.tryBuf)
 	return true
 }
