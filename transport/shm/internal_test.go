@@ -235,7 +235,7 @@ func TestCMA(t *testing.T) {
 		want[i] = byte(i * 31)
 	}
 	for _, posted := range []bool{true, false} {
-		if got := sendRecv(ctx, t, eps, want, posted); string(got) != string(want) {
+		if got := sendRecv(ctx, t, eps, 1, want, posted); string(got) != string(want) {
 			t.Fatalf("posted=%v: payload differs", posted)
 		}
 	}
@@ -283,13 +283,16 @@ func TestCMAOnlyWhenNotFitting(t *testing.T) {
 		n   int
 		cma bool
 	}{{32 << 10, false}, {130560, false}, {130561, true}, {1 << 20, true}} {
-		for _, posted := range []bool{true, false} {
+		for i, posted := range []bool{true, false} {
 			before := eps[0].Stats()
 			want := make([]byte, tc.n)
 			for i := range want {
 				want[i] = byte(i*13 + tc.n)
 			}
-			if got := sendRecv(ctx, t, eps, want, posted); string(got) != string(want) {
+			// A tag of its own for each message: the stream rule
+			// (TestStreamGoesByCMA) is not what this test is about.
+			tag := transport.Tag(tc.n*2 + i)
+			if got := sendRecv(ctx, t, eps, tag, want, posted); string(got) != string(want) {
 				t.Fatalf("%d bytes, posted=%v: payload differs", tc.n, posted)
 			}
 			after := eps[0].Stats()
@@ -297,6 +300,39 @@ func TestCMAOnlyWhenNotFitting(t *testing.T) {
 			if tc.cma && (cma != 1 || cp != 0) || !tc.cma && (cma != 0 || cp != 1) {
 				t.Fatalf("%d bytes, posted=%v: %d CMA sends and %d copies, want CMA %v", tc.n, posted, cma, cp, tc.cma)
 			}
+		}
+	}
+}
+
+// TestStreamGoesByCMA: the first copyFirst large messages under one tag
+// that fit in the ring are copied, the rest go by CMA (a collective that
+// streams its data in segments), and a new tag starts again with copies.
+func TestStreamGoesByCMA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eps := pair(t, Config{Slots: 16, CMAThreshold: 32 << 10}) // rings hold 130,560 bytes
+	want := make([]byte, 64<<10)
+	for i := range want {
+		want[i] = byte(i * 17)
+	}
+	for _, step := range []struct {
+		tag       transport.Tag
+		sends     int
+		cma, copy uint64
+	}{
+		{tag: 7, sends: copyFirst + 2, cma: 2, copy: copyFirst},
+		{tag: 8, sends: 1, copy: 1},
+		{tag: 7, sends: 1, copy: 1}, // tag 7 again, after another: a new stream
+	} {
+		before := eps[0].Stats()
+		for range step.sends {
+			if got := sendRecv(ctx, t, eps, step.tag, want, true); string(got) != string(want) {
+				t.Fatalf("tag %d: payload differs", step.tag)
+			}
+		}
+		after := eps[0].Stats()
+		if cma, cp := after.CMASends-before.CMASends, after.CopySends-before.CopySends; cma != step.cma || cp != step.copy {
+			t.Errorf("%d sends under tag %d: %d by CMA and %d copied, want %d and %d", step.sends, step.tag, cma, cp, step.cma, step.copy)
 		}
 	}
 }
@@ -374,16 +410,16 @@ func TestConformanceCMARefused(t *testing.T) {
 
 // sendRecv sends want from eps[0] to eps[1] under tag 1, with the receive
 // posted before the send or after it, and returns what arrived.
-func sendRecv(ctx context.Context, t *testing.T, eps [2]*Endpoint, want []byte, posted bool) []byte {
+func sendRecv(ctx context.Context, t *testing.T, eps [2]*Endpoint, tag transport.Tag, want []byte, posted bool) []byte {
 	t.Helper()
 	got := make([]byte, len(want))
 	var r, s transport.Request
 	if posted {
-		r = eps[1].Irecv(0, 1, got)
-		s = eps[0].Isend(1, 1, want)
+		r = eps[1].Irecv(0, tag, got)
+		s = eps[0].Isend(1, tag, want)
 	} else {
-		s = eps[0].Isend(1, 1, want)
-		r = eps[1].Irecv(0, 1, got)
+		s = eps[0].Isend(1, tag, want)
+		r = eps[1].Irecv(0, tag, got)
 	}
 	if err := s.Wait(ctx); err != nil {
 		t.Fatal(err)

@@ -228,6 +228,10 @@ type peer struct {
 	busy    bool  // the sender goroutine is writing a message
 	sendErr error // sends fail with it
 	wake    chan struct{}
+	// The messages of CMAThreshold bytes or more sent under streamTag,
+	// the last tag such a message had (Isend's stream rule).
+	streamTag   transport.Tag
+	streamLarge int
 }
 
 type sendItem struct {
@@ -500,7 +504,7 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	// of every call) for the messages a ring holds (doc.go, "Large
 	// messages"). Only a message that would have to wait for slots goes
 	// by CMA.
-	if !p.busy && p.qhead == len(p.queue) && p.out.free() >= p.out.slotsFor(len(b)) {
+	if !p.busy && p.qhead == len(p.queue) && !p.streaming(tag, len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
 		p.out.write(tag, b)
 		e.copySent.Add(1)
 		p.mu.Unlock()
@@ -623,6 +627,30 @@ func (p *peer) failQueueLocked() {
 	}
 	clear(p.queue)
 	p.queue, p.qhead = p.queue[:0], 0
+}
+
+// copyFirst is how many messages of CMAThreshold bytes or more under one
+// tag Isend copies in when they fit; the next ones under that tag go by
+// CMA. A collective's messages share its tag: a large call that streams
+// its data in segments (64 MiB by ring: 256 KiB segments, a hundred under
+// one tag) goes by CMA after its first few, where one copy in and one out
+// of data no longer in cache cost more than a pull, and a call of a few
+// large messages (a 2-rank allreduce of 1 MiB: two of 512 KiB) is copied
+// whole.
+const copyFirst = 4
+
+// streaming counts a send of n bytes under tag and reports whether it is
+// one of a stream of large messages under that tag, past copyFirst, which
+// goes by CMA even when it fits in the ring. p.mu is held.
+func (p *peer) streaming(tag transport.Tag, n int) bool {
+	if !p.cma(n) {
+		return false
+	}
+	if tag != p.streamTag || p.streamLarge == 0 {
+		p.streamTag, p.streamLarge = tag, 0
+	}
+	p.streamLarge++
+	return p.streamLarge > copyFirst
 }
 
 // cma says whether a message of n bytes to p goes by cross-memory attach.
