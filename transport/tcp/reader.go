@@ -82,8 +82,8 @@ type reader struct {
 	// tryPolls: readNow asks poll(2) up to this many times first and
 	// reads only if there are bytes (see spinReader); 0: it reads at once.
 	tryPolls int
-	pfd     unix.PollFd
-	zeroTS  unix.Timespec
+	pfd      unix.PollFd
+	zeroTS   unix.Timespec
 
 	// Interrupting a waiter whose ctx ends while it reads, and the read
 	// deadline of the link otherwise (endReadsBy).
