@@ -15,8 +15,8 @@ import (
 
 // The board: small collectives in shared memory. Where every rank of a
 // group shares memory with every other (goroutines over transport/mem,
-// processes of one host over transport/shm), the transport offers a block that all of them map (transport.Board),
-// and allreduces of up to boardMax bytes and barriers run on it instead
+// processes of one host over transport/shm), the transport offers a
+// block that all of them map (transport.Board), and allreduces of up to boardMax bytes and barriers run on it instead
 // of over messages: each rank writes its contribution, with its call's
 // fingerprint, into a slot of its own, publishes it by storing the call's
 // sequence number, and reads every other rank's slot straight from the

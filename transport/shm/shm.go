@@ -187,8 +187,9 @@ func (e *Endpoint) Stats() Stats {
 }
 
 // LargePath says how the next message of CMAThreshold bytes or more to
-// peer will go when it does not fit in the ring's free slots: "cma", or
-// "copy" when CMA is off or that peer's kernel refused it.
+// peer will go when it does not fit in the ring's free slots, or is one
+// of a stream under its tag (Isend): "cma", or "copy" when CMA is off or
+// that peer's kernel refused it.
 func (e *Endpoint) LargePath(peer int) string {
 	if peer < 0 || peer >= e.cfg.Size || peer == e.cfg.Rank || e.cfg.CMAThreshold < 0 || e.peers[peer].cmaOff.Load() {
 		return "copy"
@@ -502,8 +503,8 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	// its size: one copy in here and one out by the drainer, with no
 	// hand-off, beat a pull with process_vm_readv (which pins the pages
 	// of every call) for the messages a ring holds (doc.go, "Large
-	// messages"). Only a message that would have to wait for slots goes
-	// by CMA.
+	// messages"). A large message goes by CMA where it would have to wait
+	// for slots, or where it is one of a stream under its tag.
 	if !p.busy && p.qhead == len(p.queue) && !p.streaming(tag, len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
 		p.out.write(tag, b)
 		e.copySent.Add(1)
@@ -631,7 +632,8 @@ func (p *peer) failQueueLocked() {
 
 // copyFirst is how many messages of CMAThreshold bytes or more under one
 // tag Isend copies in when they fit; the next ones under that tag go by
-// CMA. A collective's messages share its tag: a large call that streams
+// CMA. Only the messages sent while nothing is queued count (those that
+// could be copied in); a queued one goes by CMA anyway. A collective's messages share its tag: a large call that streams
 // its data in segments (64 MiB by ring: 256 KiB segments, a hundred under
 // one tag) goes by CMA after its first few, where one copy in and one out
 // of data no longer in cache cost more than a pull, and a call of a few
@@ -646,7 +648,7 @@ func (p *peer) streaming(tag transport.Tag, n int) bool {
 	if !p.cma(n) {
 		return false
 	}
-	if tag != p.streamTag || p.streamLarge == 0 {
+	if tag != p.streamTag {
 		p.streamTag, p.streamLarge = tag, 0
 	}
 	p.streamLarge++

@@ -110,8 +110,8 @@ type Config struct {
 	// (DefaultMaxMessage); a frame announcing more is a protocol error.
 	MaxMessage int64
 	// Spin is how long a goroutine waiting on a receive from a peer polls
-	// the socket with non-blocking reads before it sleeps in Go's network
-	// poller (DefaultSpin); negative: it never polls. On an exchange of
+	// the socket (a read, then poll(2) and a read when there are bytes)
+	// before it sleeps in Go's network poller (DefaultSpin); negative: it never polls. On an exchange of
 	// small messages the answer often comes within the spin, and then
 	// costs no thread wake-up; polling also pauses by itself while it does
 	// not pay (reader.go). Connections under TLS or WrapConn never poll.

@@ -53,7 +53,7 @@
 // (go test -bench . -benchtime 2s ./transport/tcp): 64 MiB messages at
 // 1.8-2.9 GB/s with one stream (up to 3.5 GB/s with 2-4), and a 1-byte
 // round trip of 19-22 µs; runs vary with the machine's load. Between 2
-// processes bound to a core each (scripts/vs-mpi.sh, 2026-11-25, load
-// 1.5): an 8-byte allreduce in 7.9 µs (Open MPI's TCP BTL 6.8), 1 MiB at
-// 5.9 GB/s busbw (Open MPI 4.9).
+// processes bound to a core each (scripts/vs-mpi.sh 7, 2026-11-25, load
+// 0.6): an 8-byte allreduce in 6.86 µs (Open MPI's TCP BTL 6.69), 1 MiB
+// at 5.6 GB/s busbw (Open MPI 4.8).
 package tcp
