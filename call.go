@@ -84,13 +84,25 @@ func (k *call) exec(ctx context.Context) error {
 		return k.err
 	}
 	c := k.c
+	rec := c.shared.flight
+	caller := ctx
+	// The clock is read once, before the call is ordered, so that the
+	// flight recorder takes a call made in place as issued and started
+	// in one step.
+	live := c.live()
+	if live {
+		k.ctx.init(caller, c.opts.timeout)
+	}
 	if k.p != nil && k.p.tag == 0 {
 		if err := ctx.Err(); err != nil {
 			return k.notStarted(err)
 		}
 		// Ordered even on an aborted communicator, so that this rank's
-		// call of the slot is known when the verdict names a rank.
-		k.take(false)
+		// call of the slot is known when the verdict names a rank (usable
+		// asks it).
+		k.take(false, live)
+	} else if live {
+		rec.start(k, k.ctx.startUnix()) // an async call, ordered when it was made
 	}
 	if err := c.usable(k.op); err != nil {
 		return err
@@ -98,14 +110,8 @@ func (k *call) exec(ctx context.Context) error {
 	if k.p != nil {
 		defer k.finish()
 	}
-	rec := c.shared.flight
-	caller := ctx
-	k.ctx.init(caller, c.opts.timeout)
 	ctx = &k.ctx
 	defer k.ctx.release()
-	if rec != nil {
-		rec.start(k, startTime(caller, ctx, c.opts.timeout))
-	}
 	log := c.shared.log
 	// goccl's own calls (Init's barrier, the straggler report, the inner
 	// calls of object collectives and Split) are not the user's.
@@ -199,18 +205,6 @@ func (c *Comm) newPooledCall(op string, dt reduceop.DType, bytes int, a algo.Alg
 	return k
 }
 
-// startTime is when ctx, made by WithTimeout(caller, timeout), began:
-// its deadline less the timeout, unless the caller's own deadline came
-// first (then the clock is read). It spares the flight recorder a clock
-// read per call.
-func startTime(caller, ctx context.Context, timeout time.Duration) time.Time {
-	d, _ := ctx.Deadline()
-	if cd, ok := caller.Deadline(); ok && !cd.After(d) {
-		return time.Now()
-	}
-	return d.Add(-timeout)
-}
-
 // finish marks the call finished on this rank and sweeps the messages
 // left under the calls that are now retired (stray.go).
 func (k *call) finish() {
@@ -287,7 +281,7 @@ func start(ctx context.Context, k *call) *Work {
 		close(w.done)
 		return w
 	}
-	k.take(true) // the order is the order of the Async calls
+	k.take(true, false) // the order is the order of the Async calls
 	go func() {
 		w.err = k.exec(ctx)
 		if k.after != nil {

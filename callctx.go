@@ -23,6 +23,7 @@ import (
 // goroutine.
 type callCtx struct {
 	parent context.Context
+	start  time.Duration // when init ran, as time since epoch
 	end    time.Duration // the deadline, as time since epoch
 	mu     sync.Mutex    // arming
 	armed  atomic.Pointer[armedCtx]
@@ -37,6 +38,13 @@ var epoch = time.Now()
 // sinceEpoch is the monotonic time now, as time since epoch.
 func sinceEpoch() time.Duration { return time.Since(epoch) }
 
+// epochUnix is epoch in Unix nanoseconds: a time since epoch plus it is
+// the wall clock's reading then, as the flight recorder keeps times.
+var epochUnix = epoch.UnixNano()
+
+// startUnix is when init ran, in Unix nanoseconds.
+func (c *callCtx) startUnix() int64 { return epochUnix + int64(c.start) }
+
 type armedCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,7 +57,7 @@ var _ context.Context = (*callCtx)(nil)
 func (c *callCtx) init(parent context.Context, timeout time.Duration) {
 	c.parent = parent
 	now := sinceEpoch()
-	c.end = now + timeout
+	c.start, c.end = now, now+timeout
 	if c.end < now { // a timeout of centuries
 		c.end = math.MaxInt64
 	}

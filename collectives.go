@@ -158,23 +158,17 @@ func (c *Comm) peers(k *call, dt reduceop.DType, reduce func(dst, src []byte) er
 // take orders the call: its tag, and the fingerprint that carries it.
 // exec calls it for a call made in place, start for an async one (so the
 // order is the order of the calls), once.
-func (k *call) take(async bool) {
+func (k *call) take(async, started bool) {
 	p := k.p
 	if p == nil || p.tag != 0 {
 		return
 	}
 	c := k.c
-	p.tag, k.prev = c.orderCall(k.onBoard)
-	if p.check || c.board != nil {
-		p.fp = makeFingerprint(k, c.id, p.tag)
-	}
-	if p.check {
-		c.shared.history.add(p.fp)
-	}
+	k.prev = c.orderCall(k)
 	if c.board != nil && !k.onBoard {
 		c.board.announce(uint64(p.tag)&(tagP2P-1), &p.fp)
 	}
-	c.shared.flight.issue(k, async)
+	c.shared.flight.issue(k, async, started)
 }
 
 func equalCounts(n, each int) []int {

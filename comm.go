@@ -69,7 +69,6 @@ type shared struct {
 	counts   *transport.CountingEndpoint // ep, counting messages and bytes
 	lost     atomic.Int64                // world rank blamed for the abort, or -1
 	blamed   atomic.Pointer[blamed]      // whom every failed call names (verdict.go)
-	history  history                     // this rank's recent calls (verdict.go)
 	groups   sync.Map                    // group id -> *Comm of this rank (stray.go)
 	strays   transport.StrayReporter     // ep's, or nil
 	flight   *recorder                   // the flight recorder (trace.go), or nil
@@ -348,6 +347,9 @@ func (c *Comm) closeEndpoint() {
 	c.shared.notices.close()
 	c.shared.doneOne.Do(func() { close(c.shared.closed) })
 }
+
+// live reports whether c is neither closed nor aborted (usable's nil).
+func (c *Comm) live() bool { return c.shared.aborted.Load() == nil && !c.closed.Load() }
 
 // usable returns the error every call returns on a closed or aborted
 // communicator.

@@ -38,29 +38,34 @@ type callTrack struct {
 	inflight  []uint64 // ordered, not yet finished (a few at most)
 	retired   atomic.Uint64
 	boardLast [2]uint64 // the last board call ordered in each slot row (board.go); mu
+	history   history   // the fingerprints of the recent calls (verdict.go); mu
 }
 
-// order takes the call's tag and counts it in flight, as one step, so
-// that no call is ever counted finished before it is ordered.
-func (c *Comm) order() transport.Tag {
-	tag, _ := c.orderCall(false)
-	return tag
-}
-
-// orderCall is order for a call that may run on the board (onBoard):
-// such a call also gets this rank's previous board call in its slot row,
-// which must be written and acked before the slot takes this one.
-func (c *Comm) orderCall(onBoard bool) (tag transport.Tag, prev uint64) {
+// orderCall orders k: it takes the call's tag and counts it in flight,
+// as one step, so that no call is ever counted finished before it is
+// ordered, makes its fingerprint and keeps it in the history. A call that
+// may run on the board (k.onBoard) also gets this rank's previous board
+// call in its slot row, which must be written and acked before the slot
+// takes this one. One critical section does it all: an 8-byte allreduce
+// on the board pays for every lock it takes (BENCHMARKS.md).
+func (c *Comm) orderCall(k *call) (prev uint64) {
+	p := k.p
 	t := &c.track
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	tag = c.nextTag()
-	seq := uint64(tag) & (tagP2P - 1)
+	p.tag = c.nextTag()
+	seq := uint64(p.tag) & (tagP2P - 1)
 	t.inflight = append(t.inflight, seq)
-	if onBoard {
+	if k.onBoard {
 		prev, t.boardLast[seq&1] = t.boardLast[seq&1], seq
 	}
-	return tag, prev
+	if p.check || c.board != nil {
+		p.fp = makeFingerprint(k, c.id, p.tag)
+	}
+	if p.check {
+		t.history.add(p.fp)
+	}
+	t.mu.Unlock()
+	return prev
 }
 
 // finishCall marks the call seq of c finished and returns the sequence
@@ -68,7 +73,6 @@ func (c *Comm) orderCall(onBoard bool) (tag transport.Tag, prev uint64) {
 func (c *Comm) finishCall(seq uint64) (from, to uint64) {
 	t := &c.track
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if i := slices.Index(t.inflight, seq); i >= 0 {
 		t.inflight = slices.Delete(t.inflight, i, i+1)
 	}
@@ -80,6 +84,7 @@ func (c *Comm) finishCall(seq uint64) (from, to uint64) {
 	if to > from {
 		t.retired.Store(to)
 	}
+	t.mu.Unlock()
 	return from, to
 }
 
@@ -127,7 +132,7 @@ func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
 	probe[0], probe[1] = 'G', 'F'
 	binary.LittleEndian.PutUint32(probe[12:], uint32(c.id))
 	binary.LittleEndian.PutUint64(probe[24:], seq)
-	mine, _ := sh.history.find(probe)
+	mine, _ := c.recentCall(probe)
 	var theirs fingerprint
 	copy(theirs[:], head)
 	withFP := theirs[0] == 'G' && theirs[1] == 'F' && sameCall(theirs, probe)

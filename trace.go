@@ -29,10 +29,10 @@ import (
 // entered which call.
 //
 // GOCCL_TRACE_BUFFER=N sets the ring's size (DefaultTraceBuffer; 0 turns
-// the recorder off). The cost per call is three short critical sections
-// over a slot of plain fields (the entry is built at dump time) and no
-// clock read of its own on success (the start time comes from the
-// deadline exec computes; BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
+// the recorder off). The cost per call made in place is two short
+// critical sections over a slot of plain fields (the entry is built at
+// dump time) and no clock read of its own on success (the start time is
+// the one exec's context reads; BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
 // the user's function that made each call, for 0.1-0.3 us more.
 
 // DefaultTraceBuffer is how many recent calls the flight recorder keeps.
@@ -154,9 +154,11 @@ func (r *recorder) close() {
 	}
 }
 
-// issue records a call that has just been ordered. A call made in place
-// starts at once, so only an async one reads the clock here.
-func (r *recorder) issue(k *call, async bool) {
+// issue records a call that has just been ordered. An async one reads
+// the clock here; one made in place that is about to run (started) is
+// recorded as started at once, at the time its context began, so that
+// it costs one critical section, not two.
+func (r *recorder) issue(k *call, async, started bool) {
 	if r == nil || k.p == nil {
 		return
 	}
@@ -164,15 +166,22 @@ func (r *recorder) issue(k *call, async bool) {
 	if r.callers {
 		runtime.Callers(3, pcs[:])
 	}
-	var now time.Time
-	if async {
-		now = time.Now()
+	var now int64
+	state := tsIssued
+	switch {
+	case async:
+		now = time.Now().UnixNano()
+	case started:
+		now, state = k.ctx.startUnix(), tsStarted
 	}
 	r.mu.Lock()
 	r.n++
 	k.traceID = r.n
 	s := &r.slots[(r.n-1)%uint64(len(r.slots))]
-	s.id, s.p, s.callers = r.n, k.p, pcs
+	s.id, s.p = r.n, k.p
+	if r.callers {
+		s.callers = pcs
+	}
 	if s.op != k.op { // the same few names, again and again: skip the write barrier
 		s.op = k.op
 	}
@@ -183,8 +192,11 @@ func (r *recorder) issue(k *call, async bool) {
 		s.err = ""
 	}
 	s.group, s.seq, s.count, s.root = k.c.id, uint64(k.p.tag)&(tagP2P-1), k.count, k.root
-	s.dt, s.redop, s.state = k.dt, k.redop, tsIssued
-	s.issued, s.started, s.ended = unixNano(now), 0, 0
+	s.dt, s.redop, s.state = k.dt, k.redop, state
+	s.issued, s.started, s.ended = now, 0, 0
+	if started {
+		s.started = now
+	}
 	r.mu.Unlock()
 }
 
@@ -200,17 +212,17 @@ func (r *recorder) slot(k *call) *traceSlot {
 	return s
 }
 
-// start records that k runs, since now.
-func (r *recorder) start(k *call, now time.Time) {
+// start records that k, an async call, runs since now (Unix
+// nanoseconds).
+func (r *recorder) start(k *call, now int64) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
-	ns := unixNano(now)
 	r.mu.Lock()
 	if s := r.slot(k); s != nil {
-		s.state, s.started = tsStarted, ns
+		s.state, s.started = tsStarted, now
 		if s.issued == 0 {
-			s.issued = ns
+			s.issued = now
 		}
 	}
 	r.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
-	"sync"
 )
 
 // The verdict: once a communicator is aborted, every failed call on it
@@ -26,35 +25,28 @@ import (
 // A call that saw a mismatch first-hand keeps its own words (both calls,
 // side by side), since they are the most precise account there is.
 
-// historyLen is how many of its recent calls a rank remembers, to compare
+// historyLen is how many of its recent calls a communicator remembers, to compare
 // with the calls a mismatch notice names. A notice is about a call in
 // flight on its sender, so only the last few matter; async calls can put
 // a few more between.
 const historyLen = 64
 
-// history is a ring of the fingerprints of this rank's recent calls, in
-// every communicator that shares the endpoint.
+// history is a ring of the fingerprints of one communicator's recent
+// calls. Its communicator's callTrack holds it, under the lock that
+// orders the calls.
 type history struct {
-	mu  sync.Mutex
 	fps [historyLen]fingerprint
 	n   int
 }
 
 func (h *history) add(f fingerprint) {
-	h.mu.Lock()
 	h.fps[h.n%historyLen] = f
 	h.n++
-	h.mu.Unlock()
 }
 
-// find returns this rank's fingerprint of the call in the same group with
-// the same sequence number as f, if it is still remembered.
+// find returns the fingerprint of the call with the same sequence number
+// as f, if it is still remembered.
 func (h *history) find(f fingerprint) (fingerprint, bool) {
-	if f[0] != 'G' || f[1] != 'F' {
-		return fingerprint{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for i := range min(h.n, historyLen) {
 		g := h.fps[(h.n-1-i)%historyLen]
 		if sameCall(f, g) {
@@ -62,6 +54,30 @@ func (h *history) find(f fingerprint) (fingerprint, bool) {
 		}
 	}
 	return fingerprint{}, false
+}
+
+// recentCall returns this rank's fingerprint of the call f names (its
+// group and sequence number), if that call is still remembered.
+func (sh *shared) recentCall(f fingerprint) (fingerprint, bool) {
+	if f[0] != 'G' || f[1] != 'F' {
+		return fingerprint{}, false
+	}
+	v, ok := sh.groups.Load(uint64(binary.LittleEndian.Uint32(f[12:])))
+	if !ok {
+		return fingerprint{}, false
+	}
+	return v.(*Comm).recentCall(f)
+}
+
+// recentCall is shared.recentCall within c.
+func (c *Comm) recentCall(f fingerprint) (fingerprint, bool) {
+	if f[0] != 'G' || f[1] != 'F' {
+		return fingerprint{}, false
+	}
+	t := &c.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.history.find(f)
 }
 
 // sameCall reports whether two fingerprints are of the same slot in the
@@ -81,7 +97,7 @@ func sameCall(a, b fingerprint) bool {
 // rank, whose call then differs from the witness's.
 func (c *Comm) blameMismatch(witness, culprit int, witnessFP, culpritFP fingerprint) int {
 	me := c.shared.ep.Rank()
-	if mine, ok := c.shared.history.find(witnessFP); ok {
+	if mine, ok := c.shared.recentCall(witnessFP); ok {
 		switch mine {
 		case witnessFP:
 			return culprit
