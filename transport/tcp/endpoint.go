@@ -659,12 +659,8 @@ type inlineWrite struct {
 
 // writev is one non-blocking writev of w.iov[:w.k].
 func (w *inlineWrite) writev(fd uintptr) bool {
-	for {
-		w.n, w.err = unix.Writev(int(fd), w.iov[:w.k])
-		if w.err != unix.EINTR {
-			return true // done or not, never wait for the socket here
-		}
-	}
+	w.n, w.err = writevNB(int(fd), w.iov[:w.k])
+	return true // done or not, never wait for the socket here
 }
 
 // writeInline tries to write one small message on the caller's goroutine

@@ -14,3 +14,10 @@ func raceWrote(b []byte) {
 		runtime.RaceWriteRange(unsafe.Pointer(unsafe.SliceData(b)), len(b))
 	}
 }
+
+// raceRead tells the race detector that the kernel read b.
+func raceRead(b []byte) {
+	if len(b) > 0 {
+		runtime.RaceReadRange(unsafe.Pointer(unsafe.SliceData(b)), len(b))
+	}
+}

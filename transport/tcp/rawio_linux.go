@@ -6,11 +6,41 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Non-blocking system calls for the waiter's polls (spinReader), made
-// without entering the scheduler's syscall state (RawSyscall): they do
-// not block, so the goroutine keeps its P and skips entersyscall and
-// exitsyscall, a tenth of a poll's cost in user space. Go's RawConn.Read
-// still holds the descriptor (it cannot be closed and reused meanwhile).
+// Non-blocking system calls for the waiter's polls (spinReader) and the
+// small message's inline write, made without entering the scheduler's
+// syscall state (RawSyscall): they do not block, so the goroutine keeps
+// its P and skips entersyscall and exitsyscall, a tenth of a poll's cost
+// in user space. Go's RawConn.Read and Write still hold the descriptor
+// (it cannot be closed and reused meanwhile).
+
+// writevNB writes iov to the non-blocking socket fd, once: the small
+// message's inline write, which returns as soon as the kernel has taken
+// the bytes (or refused them, EAGAIN): a header and a payload.
+func writevNB(fd int, iov [][]byte) (int, error) {
+	var vs [2]unix.Iovec
+	if len(iov) > len(vs) {
+		return unix.Writev(fd, iov)
+	}
+	k := 0
+	for _, b := range iov {
+		if len(b) > 0 {
+			raceRead(b)
+			vs[k].Base = unsafe.SliceData(b)
+			vs[k].SetLen(len(b))
+			k++
+		}
+	}
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&vs[0])), uintptr(k))
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
+		return -1, e
+	}
+}
 
 // readNB reads into b from the non-blocking socket fd.
 func readNB(fd int, b []byte) (int, error) {

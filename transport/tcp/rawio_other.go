@@ -4,6 +4,16 @@ package tcp
 
 import "golang.org/x/sys/unix"
 
+// writevNB writes iov to the non-blocking socket fd, once.
+func writevNB(fd int, iov [][]byte) (int, error) {
+	for {
+		n, err := unix.Writev(fd, iov)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
 // readNB reads into b from the non-blocking socket fd.
 func readNB(fd int, b []byte) (int, error) {
 	for {
