@@ -26,6 +26,7 @@ func TestDumpTrace(t *testing.T) {
 		}
 		return ""
 	})
+	begin := time.Now()
 	err := goccl.RunLocal(context.Background(), 2, func(ctx context.Context, c *goccl.Comm) error {
 		if err := c.AllReduce(ctx, make([]float32, 5), reduceop.Max); err != nil {
 			return err
@@ -44,6 +45,7 @@ func TestDumpTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	end := time.Now()
 	h, es, err := flight.Read(&dump)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +70,11 @@ func TestDumpTrace(t *testing.T) {
 		// an end time (the hot path reads no clock of its own).
 		if e.State != flight.Done || e.Issued.IsZero() || e.Started.Before(e.Issued) || !e.Ended.IsZero() {
 			t.Errorf("entry %d: state %s, times %v %v %v", i, e.State, e.Issued, e.Started, e.Ended)
+		}
+		// The times are the wall clock's, read while the test ran (a
+		// second's slack for the clock's adjustments).
+		if e.Started.Before(begin.Add(-time.Second)) || e.Started.After(end.Add(time.Second)) {
+			t.Errorf("entry %d: started %v, outside the test's run %v to %v", i, e.Started, begin, end)
 		}
 		if !strings.Contains(e.Caller, "TestDumpTrace") {
 			t.Errorf("entry %d: caller %q, want the test's function", i, e.Caller)
