@@ -31,7 +31,13 @@ import (
 //   - ping: the two write a sequence number into a cache line each and
 //     spin until the other's line shows it: the round trip of one cache
 //     line between the cores, the least an exchange through shared memory
-//     can take.
+//     can take;
+//   - swap: each writes 8 bytes and a sequence number into a line of its
+//     own, in one of two rows taken in turn, then waits for the other's
+//     line of that row and adds its 8 bytes to its own: a 2-rank 8-byte
+//     allreduce with nothing around it (no fingerprint, no ack, no
+//     timeout, no record), the limit of the board's (board.go in the
+//     root package).
 const (
 	shmCmd    = 0   // command word (measurer), its sequence in the low 32 bits
 	shmAck    = 64  // the answerer's echo of the command sequence
@@ -39,7 +45,10 @@ const (
 	shmTail   = 192 // slots read (measurer)
 	shmPing   = 256 // measurer's ping
 	shmPong   = 320 // answerer's pong
-	shmArg    = 384 // the number of pings of a ping command
+	shmArg    = 384 // the number of pings of a ping command, or of swaps
+	shmBase   = 448 // the sequence number a swap command starts after
+	shmSwapM  = 512 // the measurer's two swap rows, a line each
+	shmSwapA  = 640 // the answerer's
 	shmData   = 4096
 	shmSlot   = 64 << 10
 	shmSlots  = 16
@@ -48,19 +57,21 @@ const (
 	shmCmdCopy = 1
 	shmCmdPing = 2
 	shmCmdQuit = 3
+	shmCmdSwap = 4
 
 	// shmStuck: a side that sees no progress from the other for this long
 	// gives up (the other died).
 	shmStuck = 10 * time.Second
 )
 
-// shmFigures are the two shared-memory limits, in bytes/s and seconds.
-type shmFigures struct{ copy, rtt float64 }
+// shmFigures are the shared-memory limits, in bytes/s and seconds.
+type shmFigures struct{ copy, rtt, swap float64 }
 
 func (f shmFigures) rows() []limit {
 	return []limit{
 		{"shared memory copy, 2 procs", f.copy / 1e9, "GB/s (2 copies, one way)"},
 		{"shared memory cache-line round trip", f.rtt * 1e6, "us"},
+		{"shared memory 8-byte exchange, 2 procs", f.swap * 1e6, "us"},
 	}
 }
 
@@ -164,7 +175,7 @@ func shmProcesses(ctx context.Context, n, runs int) (shmFigures, error) {
 		return shmFigures{}, fmt.Errorf("shared memory measurer: %w", err)
 	}
 	var f shmFigures
-	if _, err := fmt.Sscan(res.String(), &f.copy, &f.rtt); err != nil {
+	if _, err := fmt.Sscan(res.String(), &f.copy, &f.rtt, &f.swap); err != nil {
 		return shmFigures{}, fmt.Errorf("shared memory measurer said %q: %w", res.String(), err)
 	}
 	return f, nil
@@ -190,7 +201,7 @@ func shmChild(ctx context.Context, measure bool, n, runs int, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, fig.copy, fig.rtt)
+	_, err = fmt.Fprintln(stdout, fig.copy, fig.rtt, fig.swap)
 	return err
 }
 
@@ -254,6 +265,27 @@ func shmMeasure(ctx context.Context, mem []byte, n, runs, pings int) (f shmFigur
 		rtts = append(rtts, time.Since(t).Seconds()/float64(pings))
 	}
 	f.rtt = median(rtts)
+	var swaps []float64
+	var base uint64
+	for range runs {
+		word(mem, shmArg).Store(uint64(pings))
+		word(mem, shmBase).Store(base)
+		if err := ask(shmCmdSwap); err != nil {
+			return f, err
+		}
+		t := time.Now()
+		sum, err := swap(ctx, mem, shmSwapM, shmSwapA, base, pings)
+		if err != nil {
+			return f, err
+		}
+		swaps = append(swaps, time.Since(t).Seconds()/float64(pings))
+		// Each side adds 1 (the measurer) and 2 (the answerer) a swap.
+		if want := uint64(3 * pings); sum != want {
+			return f, fmt.Errorf("shared memory exchange: sum %d, want %d", sum, want)
+		}
+		base += uint64(pings)
+	}
+	f.swap = median(swaps)
 	seq++
 	cmd.Store(shmCmdQuit<<32 | seq)
 	return f, nil
@@ -313,8 +345,41 @@ func shmAnswer(ctx context.Context, mem []byte, n int) error {
 				}
 				pong.Store(p)
 			}
+		case shmCmdSwap:
+			count, base := word(mem, shmArg).Load(), word(mem, shmBase).Load()
+			ack.Store(c & 0xffffffff)
+			if _, err := swap(ctx, mem, shmSwapA, shmSwapM, base, int(count)); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("shared memory: unknown command %d", op)
 		}
 	}
+}
+
+// swap is one side of count exchanges: exchange base+j writes this
+// side's value (1 for the measurer's rows, 2 for the answerer's) and the
+// number into its line of row j mod 2 at mine, waits for the other's line
+// of that row at theirs to show the number, and adds the other's value
+// to its own. Two rows suffice without acks: a side writes a row again
+// only after the other has written the row between, which it did after
+// reading this one. It returns the sum of both sides' values.
+func swap(ctx context.Context, mem []byte, mine, theirs int, base uint64, count int) (uint64, error) {
+	val := uint64(1)
+	if mine == shmSwapA {
+		val = 2
+	}
+	var sum uint64
+	for j := 1; j <= count; j++ {
+		v := base + uint64(j)
+		row := int(v&1) * 64
+		word(mem, mine+row+8).Store(val)
+		word(mem, mine+row).Store(v)
+		seq := word(mem, theirs+row)
+		if err := spinFast(ctx, "exchange", func() bool { return seq.Load() == v }); err != nil {
+			return 0, err
+		}
+		sum += val + word(mem, theirs+row+8).Load()
+	}
+	return sum, nil
 }

@@ -11,7 +11,8 @@ import (
 // The two roles of the shared-memory figures, as goroutines over one
 // mapping: the measurer checks the bytes it copied out of the ring
 // (a message of a slot and a half, so the ring wraps and the last slot is
-// partial) and prints positive figures.
+// partial), the exchange checks the sum both sides' values make, and it
+// prints positive figures.
 func TestLimitsSharedMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -30,8 +31,8 @@ func TestLimitsSharedMemory(t *testing.T) {
 	if err := <-answered; err != nil {
 		t.Fatalf("answering side: %v", err)
 	}
-	if fig.copy <= 0 || fig.rtt <= 0 {
+	if fig.copy <= 0 || fig.rtt <= 0 || fig.swap <= 0 {
 		t.Fatalf("figures %+v", fig)
 	}
-	t.Logf("copy %.2f GB/s, round trip %.3f us", fig.copy/1e9, fig.rtt*1e6)
+	t.Logf("copy %.2f GB/s, round trip %.3f us, exchange %.3f us", fig.copy/1e9, fig.rtt*1e6, fig.swap*1e6)
 }

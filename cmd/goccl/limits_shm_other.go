@@ -8,7 +8,7 @@ import (
 )
 
 // shmFigures are the shared-memory limits, measured on Linux only.
-type shmFigures struct{ copy, rtt float64 }
+type shmFigures struct{ copy, rtt, swap float64 }
 
 func (f shmFigures) rows() []limit { return nil }
 
