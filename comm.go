@@ -48,8 +48,7 @@ type Comm struct {
 	opts   options
 	board  *board // small collectives in shared memory (board.go), or nil
 
-	seq      atomic.Uint64 // collectives started on this group
-	track    callTrack     // which of them are finished (stray.go)
+	track    callTrack     // the collectives started on this group, and which are finished (stray.go)
 	p2pMu    sync.Mutex    // posts a point-to-point header and payload together (p2p.go)
 	children atomic.Uint64 // groups created from this one
 	closed   atomic.Bool
@@ -370,8 +369,10 @@ const (
 	tagP2P        = 1 << 39
 )
 
+// nextTag orders a collective on c; c.track.mu is held.
 func (c *Comm) nextTag() transport.Tag {
-	return transport.Tag(c.id<<tagGroupShift | (c.seq.Add(1) & (tagP2P - 1)))
+	c.track.seq++
+	return transport.Tag(c.id<<tagGroupShift | (c.track.seq & (tagP2P - 1)))
 }
 
 func childID(parent, n uint64, ranks []int) uint64 {

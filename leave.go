@@ -22,7 +22,10 @@ func (c *Comm) sayLeaving() {
 	var b [noticeLen]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(int64(sh.ep.Rank())))
 	b[8] = classLeft
-	binary.LittleEndian.PutUint64(b[16:], c.seq.Load())
+	c.track.mu.Lock()
+	calls := c.track.seq
+	c.track.mu.Unlock()
+	binary.LittleEndian.PutUint64(b[16:], calls)
 	c.tellAll(b[:])
 }
 

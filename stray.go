@@ -35,6 +35,7 @@ import (
 // callTrack follows which of a communicator's calls are finished.
 type callTrack struct {
 	mu        sync.Mutex
+	seq       uint64   // the collectives ordered; mu
 	inflight  []uint64 // ordered, not yet finished (a few at most)
 	retired   atomic.Uint64
 	boardLast [2]uint64 // the last board call ordered in each slot row (board.go); mu
@@ -76,7 +77,7 @@ func (c *Comm) finishCall(seq uint64) (from, to uint64) {
 	if i := slices.Index(t.inflight, seq); i >= 0 {
 		t.inflight = slices.Delete(t.inflight, i, i+1)
 	}
-	to = c.seq.Load() & (tagP2P - 1) // the last call ordered: c.seq moves only under t.mu
+	to = t.seq & (tagP2P - 1) // the last call ordered
 	if len(t.inflight) > 0 {
 		to = slices.Min(t.inflight) - 1
 	}
