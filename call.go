@@ -45,8 +45,9 @@ type call struct {
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
 
-	traceID uint64  // the flight recorder's number for it (trace.go), 0: none
-	ctx     callCtx // what it runs under (exec)
+	traceID  uint64  // the flight recorder's number for it (trace.go), 0: none
+	ctx      callCtx // what it runs under (exec)
+	finished bool    // succeeded has finished it (finish: nothing left to do)
 
 	// The latency-bound calls have no run, so that they need no closure,
 	// and come from callPool (newPooledCall), where do puts them back
@@ -157,7 +158,7 @@ func (k *call) exec(ctx context.Context) error {
 		}
 		return err
 	}
-	rec.end(k, nil)
+	k.succeeded()
 	if profiling {
 		log.Append(commslog.Record{
 			Op: k.op, Bytes: k.bytes, DType: k.dt.String(), Algo: k.algo,
@@ -208,9 +209,36 @@ func (c *Comm) newPooledCall(op string, dt reduceop.DType, bytes int, a algo.Alg
 // finish marks the call finished on this rank and sweeps the messages
 // left under the calls that are now retired (stray.go).
 func (k *call) finish() {
+	if k.finished {
+		return // succeeded did it
+	}
 	c := k.c
-	from, to := c.finishCall(uint64(k.p.tag) & (tagP2P - 1))
-	if to > from && c.shared.aborted.Load() == nil {
+	c.shared.calls.Lock()
+	from, to := c.finishLocked(uint64(k.p.tag) & (tagP2P - 1))
+	c.shared.calls.Unlock()
+	k.retire(from, to)
+}
+
+// succeeded records that k completed and, if it has peers, finishes it,
+// in one critical section.
+func (k *call) succeeded() {
+	c := k.c
+	sh := c.shared
+	var from, to uint64
+	sh.calls.Lock()
+	sh.flight.endLocked(k, nil, 0, "")
+	if k.p != nil {
+		from, to = c.finishLocked(uint64(k.p.tag) & (tagP2P - 1))
+		k.finished = true
+	}
+	sh.calls.Unlock()
+	k.retire(from, to)
+}
+
+// retire sweeps the messages left under the calls (from, to] that k's
+// end retired (stray.go).
+func (k *call) retire(from, to uint64) {
+	if c := k.c; to > from && c.shared.aborted.Load() == nil {
 		c.retire(from, to)
 	}
 }

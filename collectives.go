@@ -164,11 +164,15 @@ func (k *call) take(async, started bool) {
 		return
 	}
 	c := k.c
-	k.prev = c.orderCall(k)
+	sh := c.shared
+	st := sh.flight.stamp(k, async, started)
+	sh.calls.Lock()
+	k.prev = c.orderLocked(k)
+	sh.flight.issueLocked(k, st)
+	sh.calls.Unlock()
 	if c.board != nil && !k.onBoard {
 		c.board.announce(uint64(p.tag)&(tagP2P-1), &p.fp)
 	}
-	c.shared.flight.issue(k, async, started)
 }
 
 func equalCounts(n, each int) []int {

@@ -71,6 +71,7 @@ type shared struct {
 	groups   sync.Map                    // group id -> *Comm of this rank (stray.go)
 	strays   transport.StrayReporter     // ep's, or nil
 	flight   *recorder                   // the flight recorder (trace.go), or nil
+	calls    sync.Mutex                  // every group's callTrack and the recorder's ring: one lock to order and record a call (stray.go)
 	notices  notices                     // posted abort-notice receives (blame.go)
 	wg       sync.WaitGroup              // the notice listener
 	aborted  atomic.Pointer[error]
@@ -196,7 +197,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh := &shared{ep: counting, counts: counting, log: commslog.New(cfg, ep.Rank(), ep.Size())}
 	sh.lost.Store(-1)
 	sh.closed = make(chan struct{})
-	sh.flight = newRecorder(o.getenv)
+	sh.flight = newRecorder(o.getenv, &sh.calls)
 	sh.devs.noIPC = ipcDisabled(o.getenv(EnvDeviceIPC))
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	sh.boarder, _ = ep.(transport.Boarder)
@@ -369,7 +370,7 @@ const (
 	tagP2P        = 1 << 39
 )
 
-// nextTag orders a collective on c; c.track.mu is held.
+// nextTag orders a collective on c; c.shared.calls is held.
 func (c *Comm) nextTag() transport.Tag {
 	c.track.seq++
 	return transport.Tag(c.id<<tagGroupShift | (c.track.seq & (tagP2P - 1)))

@@ -22,9 +22,9 @@ func (c *Comm) sayLeaving() {
 	var b [noticeLen]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(int64(sh.ep.Rank())))
 	b[8] = classLeft
-	c.track.mu.Lock()
+	sh.calls.Lock()
 	calls := c.track.seq
-	c.track.mu.Unlock()
+	sh.calls.Unlock()
 	binary.LittleEndian.PutUint64(b[16:], calls)
 	c.tellAll(b[:])
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,27 +31,28 @@ import (
 // before it on its communicator have returned (async calls may end out
 // of order). The transport keeps the test (transport.StrayReporter).
 
-// callTrack follows which of a communicator's calls are finished.
+// callTrack follows a communicator's calls: how many were ordered, and
+// which are finished. shared.calls guards it (retired is also read
+// without it).
 type callTrack struct {
-	mu        sync.Mutex
-	seq       uint64   // the collectives ordered; mu
+	seq       uint64   // the collectives ordered
 	inflight  []uint64 // ordered, not yet finished (a few at most)
 	retired   atomic.Uint64
-	boardLast [2]uint64 // the last board call ordered in each slot row (board.go); mu
-	history   history   // the fingerprints of the recent calls (verdict.go); mu
+	boardLast [2]uint64 // the last board call ordered in each slot row (board.go)
+	history   history   // the fingerprints of the recent calls (verdict.go)
 }
 
-// orderCall orders k: it takes the call's tag and counts it in flight,
+// orderLocked orders k: it takes the call's tag and counts it in flight,
 // as one step, so that no call is ever counted finished before it is
 // ordered, makes its fingerprint and keeps it in the history. A call that
 // may run on the board (k.onBoard) also gets this rank's previous board
 // call in its slot row, which must be written and acked before the slot
-// takes this one. One critical section does it all: an 8-byte allreduce
-// on the board pays for every lock it takes (BENCHMARKS.md).
-func (c *Comm) orderCall(k *call) (prev uint64) {
+// takes this one. c.shared.calls is held: take orders and records a call
+// in one critical section, since an 8-byte allreduce on the board pays
+// for every lock it takes (BENCHMARKS.md).
+func (c *Comm) orderLocked(k *call) (prev uint64) {
 	p := k.p
 	t := &c.track
-	t.mu.Lock()
 	p.tag = c.nextTag()
 	seq := uint64(p.tag) & (tagP2P - 1)
 	t.inflight = append(t.inflight, seq)
@@ -65,15 +65,13 @@ func (c *Comm) orderCall(k *call) (prev uint64) {
 	if p.check {
 		t.history.add(p.fp)
 	}
-	t.mu.Unlock()
 	return prev
 }
 
-// finishCall marks the call seq of c finished and returns the sequence
-// numbers that this makes retired: (from, to].
-func (c *Comm) finishCall(seq uint64) (from, to uint64) {
+// finishLocked marks the call seq of c finished and returns the sequence
+// numbers that this makes retired: (from, to]. c.shared.calls is held.
+func (c *Comm) finishLocked(seq uint64) (from, to uint64) {
 	t := &c.track
-	t.mu.Lock()
 	if i := slices.Index(t.inflight, seq); i >= 0 {
 		t.inflight = slices.Delete(t.inflight, i, i+1)
 	}
@@ -85,7 +83,6 @@ func (c *Comm) finishCall(seq uint64) (from, to uint64) {
 	if to > from {
 		t.retired.Store(to)
 	}
-	t.mu.Unlock()
 	return from, to
 }
 

@@ -29,10 +29,12 @@ import (
 // entered which call.
 //
 // GOCCL_TRACE_BUFFER=N sets the ring's size (DefaultTraceBuffer; 0 turns
-// the recorder off). The cost per call made in place is two short
-// critical sections over a slot of plain fields (the entry is built at
-// dump time) and no clock read of its own on success (the start time is
-// the one exec's context reads; BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
+// the recorder off). It has no lock of its own: a call is ordered and
+// recorded in one critical section (shared.calls), and a call that
+// succeeds is recorded as done and finished in another. Its slots are
+// plain fields (the entry is built at dump time), and it reads no clock of
+// its own on success (the start time is the one exec's context reads;
+// BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
 // the user's function that made each call, for 0.1-0.3 us more.
 
 // DefaultTraceBuffer is how many recent calls the flight recorder keeps.
@@ -40,7 +42,7 @@ const DefaultTraceBuffer = 256
 
 // recorder is the ring. Slots are reused in place: no allocation per call.
 type recorder struct {
-	mu    sync.Mutex
+	mu    *sync.Mutex // shared.calls
 	slots []traceSlot
 	n     uint64 // calls recorded
 	dir   string // GOCCL_TRACE_DIR, or ""
@@ -103,8 +105,8 @@ func fromUnixNano(ns int64) time.Time {
 }
 
 // newRecorder returns the recorder GOCCL_TRACE_BUFFER and GOCCL_TRACE_DIR
-// ask for, or nil when it is off.
-func newRecorder(getenv func(string) string) *recorder {
+// ask for, under mu, or nil when it is off.
+func newRecorder(getenv func(string) string, mu *sync.Mutex) *recorder {
 	size := DefaultTraceBuffer
 	if v := getenv("GOCCL_TRACE_BUFFER"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -117,7 +119,7 @@ func newRecorder(getenv func(string) string) *recorder {
 	if size == 0 {
 		return nil
 	}
-	return &recorder{slots: make([]traceSlot, size), dir: getenv("GOCCL_TRACE_DIR"),
+	return &recorder{mu: mu, slots: make([]traceSlot, size), dir: getenv("GOCCL_TRACE_DIR"),
 		callers: getenv("GOCCL_TRACE_CALLER") == "1"}
 }
 
@@ -154,33 +156,45 @@ func (r *recorder) close() {
 	}
 }
 
-// issue records a call that has just been ordered. An async one reads
-// the clock here; one made in place that is about to run (started) is
-// recorded as started at once, at the time its context began, so that
-// it costs one critical section, not two.
-func (r *recorder) issue(k *call, async, started bool) {
+// traceStamp is what issueLocked records beside the call's own fields,
+// read before the lock is taken: the time and the callers.
+type traceStamp struct {
+	now     int64 // Unix nanoseconds, or 0
+	started bool
+	pcs     [6]uintptr
+}
+
+// stamp prepares the record of a call about to be ordered. An async one
+// reads the clock here; one made in place that is about to run (started)
+// is recorded as started at once, at the time its context began.
+func (r *recorder) stamp(k *call, async, started bool) (st traceStamp) {
+	if r == nil {
+		return st
+	}
+	if r.callers {
+		runtime.Callers(3, st.pcs[:])
+	}
+	switch {
+	case async:
+		st.now = time.Now().UnixNano()
+	case started:
+		st.now, st.started = k.ctx.startUnix(), true
+	}
+	return st
+}
+
+// issueLocked records a call that has just been ordered; r.mu is held
+// (take orders and records a call in one critical section).
+func (r *recorder) issueLocked(k *call, st traceStamp) {
 	if r == nil || k.p == nil {
 		return
 	}
-	var pcs [6]uintptr
-	if r.callers {
-		runtime.Callers(3, pcs[:])
-	}
-	var now int64
-	state := tsIssued
-	switch {
-	case async:
-		now = time.Now().UnixNano()
-	case started:
-		now, state = k.ctx.startUnix(), tsStarted
-	}
-	r.mu.Lock()
 	r.n++
 	k.traceID = r.n
 	s := &r.slots[(r.n-1)%uint64(len(r.slots))]
 	s.id, s.p = r.n, k.p
 	if r.callers {
-		s.callers = pcs
+		s.callers = st.pcs
 	}
 	if s.op != k.op { // the same few names, again and again: skip the write barrier
 		s.op = k.op
@@ -192,12 +206,11 @@ func (r *recorder) issue(k *call, async, started bool) {
 		s.err = ""
 	}
 	s.group, s.seq, s.count, s.root = k.c.id, uint64(k.p.tag)&(tagP2P-1), k.count, k.root
-	s.dt, s.redop, s.state = k.dt, k.redop, state
-	s.issued, s.started, s.ended = now, 0, 0
-	if started {
-		s.started = now
+	s.dt, s.redop, s.state = k.dt, k.redop, tsIssued
+	s.issued, s.started, s.ended = st.now, 0, 0
+	if st.started {
+		s.state, s.started = tsStarted, st.now
 	}
-	r.mu.Unlock()
 }
 
 // slot returns k's slot if the ring has not reused it; r.mu is held.
@@ -235,24 +248,30 @@ func (r *recorder) end(k *call, err error) {
 		return
 	}
 	var now time.Time
-	if err != nil {
-		now = time.Now()
-	}
 	var msg string
 	if err != nil {
-		msg = err.Error()
+		now, msg = time.Now(), err.Error()
 	}
 	r.mu.Lock()
+	r.endLocked(k, err, unixNano(now), msg)
+	r.mu.Unlock()
+}
+
+// endLocked is end's record, with the time and message of a failure;
+// r.mu is held.
+func (r *recorder) endLocked(k *call, err error, now int64, msg string) {
+	if r == nil || k.traceID == 0 {
+		return
+	}
 	if s := r.slot(k); s != nil {
 		s.state = tsDone
 		if err != nil {
 			// Keep p: whom it waited on is what a dump is read for.
-			s.state, s.err, s.ended = tsFailed, msg, unixNano(now)
+			s.state, s.err, s.ended = tsFailed, msg, now
 		} else {
 			s.p = nil
 		}
 	}
-	r.mu.Unlock()
 }
 
 // entries returns the ring's calls, oldest first, with the peer each

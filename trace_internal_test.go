@@ -2,21 +2,30 @@ package goccl
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
 
 // BenchmarkRecorderCall is the flight recorder's own cost for one call
-// made in place that completes: issue (as started), end (BENCHMARKS.md).
+// made in place that completes: its issue (as started) and its end, each
+// in the critical section that the call's ordering and finishing share
+// (BENCHMARKS.md).
 func BenchmarkRecorderCall(b *testing.B) {
-	r := newRecorder(func(string) string { return "" })
+	var mu sync.Mutex
+	r := newRecorder(func(string) string { return "" }, &mu)
 	c := &Comm{shared: &shared{}}
 	k := &call{c: c, op: "all_reduce", p: &peers{tag: 5}, count: 2, root: -1}
 	k.ctx.init(context.Background(), time.Minute)
 	b.ReportAllocs()
 	for b.Loop() {
 		k.traceID = 0
-		r.issue(k, false, true)
-		r.end(k, nil)
+		st := r.stamp(k, false, true)
+		mu.Lock()
+		r.issueLocked(k, st)
+		mu.Unlock()
+		mu.Lock()
+		r.endLocked(k, nil, 0, "")
+		mu.Unlock()
 	}
 }

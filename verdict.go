@@ -33,7 +33,7 @@ const historyLen = 64
 
 // history is a ring of the fingerprints of one communicator's recent
 // calls. Its communicator's callTrack holds it, under the lock that
-// orders the calls.
+// orders the calls (shared.calls).
 type history struct {
 	fps [historyLen]fingerprint
 	n   int
@@ -74,10 +74,9 @@ func (c *Comm) recentCall(f fingerprint) (fingerprint, bool) {
 	if f[0] != 'G' || f[1] != 'F' {
 		return fingerprint{}, false
 	}
-	t := &c.track
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.history.find(f)
+	c.shared.calls.Lock()
+	defer c.shared.calls.Unlock()
+	return c.track.history.find(f)
 }
 
 // sameCall reports whether two fingerprints are of the same slot in the
