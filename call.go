@@ -222,6 +222,9 @@ func (k *call) finish() {
 // succeeded records that k completed and, if it has peers, finishes it,
 // in one critical section.
 func (k *call) succeeded() {
+	if k.p == nil && k.traceID == 0 {
+		return // nothing ordered, nothing recorded
+	}
 	c := k.c
 	sh := c.shared
 	var from, to uint64
