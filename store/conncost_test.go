@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl/internal/testutil"
 )
 
 // TestIdleConnCost measures what an idle, authenticated client connection
@@ -22,7 +24,7 @@ import (
 // count that grows with the connections.
 func TestIdleConnCost(t *testing.T) {
 	const k = 1000
-	raiseFileLimit(t, 2*k+100)
+	testutil.RaiseFileLimit(t, 2*k+100)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,38 +3,29 @@
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl/internal/testutil"
 )
 
-// The flood test's attacker runs in a child process (this test binary
-// again, with envFloodAddr set), so that the descriptors the server
-// process holds can be counted from /proc/self/fd without the attacker's
-// own 2000-odd sockets in the count: counting only server-side sockets in
-// one process would need matching socket inodes against /proc/net/tcp,
-// and would miss any other descriptor the server leaked.
+// The flood test's attacker runs in a child process, this test binary
+// again (testutil.StartFlood); the environment tells it what to attack.
 const (
 	envFloodAddr  = "GOCCL_TEST_STORE_FLOOD_ADDR"  // in the child: the server to attack
 	envFloodN     = "GOCCL_TEST_STORE_FLOOD_N"     // silent connections to open
 	envFloodBound = "GOCCL_TEST_STORE_FLOOD_BOUND" // each must be closed within this of its dial
-	floodOpened   = "GOCCL-FLOOD-OPENED"           // the child's line once all are open
-	floodReport   = "GOCCL-FLOOD-REPORT"           // the child's line of counts
 )
 
 // TestUnauthenticatedFlood: 2000 connections that never send a byte, and
@@ -57,13 +48,13 @@ func TestUnauthenticatedFlood(t *testing.T) {
 		ranks      = 4
 		rounds     = 20
 	)
-	raiseFileLimit(t, 256)
+	testutil.RaiseFileLimit(t, 256)
 	secret := []byte("flood")
 	var logs testutil.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	base := openFDs(t)
+	base := testutil.OpenFDs(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,25 +66,11 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	defer func() { srv.Close(); <-served }()
 	addr := ln.Addr().String()
 
-	// Sample the descriptor count until the attack and the job are over.
-	var most atomic.Int64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if n := int64(openFDs(t)); n > most.Load() {
-				most.Store(n)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
+	// Count the descriptors until the attack and the job are over.
+	stopSampling := testutil.SampleFDs()
 
-	child := startFlood(t, addr, silent, deadline+5*time.Second)
+	child := testutil.StartFlood(t, "^TestUnauthenticatedFlood$", envFloodAddr+"="+addr, envFloodN+"="+strconv.Itoa(silent),
+		envFloodBound+"="+(deadline+5*time.Second).String())
 
 	// The job: every rank dials (retrying while the pending slots are
 	// full), then rounds of Set and Wait; rank 0 first waits for a key
@@ -143,9 +120,8 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	child.wait(t)
-	close(stopSampling)
-	<-sampled
+	report := child.Wait(t)
+	most := stopSampling()
 
 	// Allowed: the descriptors before the server existed, MaxPending
 	// connections waiting to authenticate, the job's 2 per rank (client
@@ -154,9 +130,9 @@ func TestUnauthenticatedFlood(t *testing.T) {
 	// a connection accepted beyond the cap in the instant before it is
 	// closed.
 	limit := base + maxPending + 2*ranks + 16
-	t.Logf("descriptors: %d before, at most %d during the attack (limit %d); %s", base, most.Load(), limit, child.report)
-	if int(most.Load()) > limit {
-		t.Errorf("the server process held %d descriptors, more than %d before + %d pending + its own", most.Load(), base, maxPending)
+	t.Logf("descriptors: %d before, at most %d during the attack (limit %d); %s", base, most, limit, report)
+	if most > limit {
+		t.Errorf("the server process held %d descriptors, more than %d before + %d pending + its own", most, base, maxPending)
 	}
 	srv.Close()
 	warns := strings.Count(logs.String(), "level=WARN")
@@ -190,7 +166,7 @@ func floodChild(t *testing.T, addr string) {
 		"half header":   {9, 0},
 		"half frame":    appendMsg(nil, &msg{op: opSet, id: 1, args: [][]byte{[]byte("key"), []byte("value")}})[:12],
 	}
-	raiseFileLimit(t, n+len(garbage)*10+100)
+	testutil.RaiseFileLimit(t, n+len(garbage)*10+100)
 	type result struct {
 		name  string
 		hello bool // the server served it (under the cap) before closing it
@@ -233,7 +209,7 @@ func floodChild(t *testing.T, addr string) {
 		}
 		watch("silent", c, nil)
 	}
-	fmt.Println(floodOpened)
+	fmt.Println(testutil.FloodOpened)
 	wg.Wait()
 	served, atOnce := 0, 0
 	open := map[string]int{}
@@ -253,90 +229,5 @@ func floodChild(t *testing.T, addr string) {
 	if len(open) > 0 {
 		t.Errorf("connections still open %v after their dial, by kind: %v", bound, open)
 	}
-	fmt.Printf("%s silent connections served then closed: %d, closed at once: %d\n", floodReport, served, atOnce)
-}
-
-// flood is a running attacker process.
-type flood struct {
-	cmd    *exec.Cmd
-	out    *testutil.Buffer
-	done   chan struct{}
-	report string
-}
-
-// startFlood starts the attacker against addr and returns once it has
-// opened every connection.
-func startFlood(t *testing.T, addr string, silent int, bound time.Duration) *flood {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestUnauthenticatedFlood$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envFloodAddr+"="+addr, envFloodN+"="+strconv.Itoa(silent),
-		envFloodBound+"="+bound.String())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &flood{cmd: cmd, out: new(testutil.Buffer), done: make(chan struct{})}
-	cmd.Stderr = f.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	opened := make(chan struct{})
-	go func() {
-		defer close(f.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(f.out, line)
-			switch {
-			case line == floodOpened:
-				close(opened)
-			case strings.HasPrefix(line, floodReport):
-				f.report = strings.TrimSpace(strings.TrimPrefix(line, floodReport))
-			}
-		}
-	}()
-	select {
-	case <-opened:
-	case <-f.done:
-		cmd.Wait()
-		t.Fatalf("the attacker ended before opening its connections:\n%s", f.out.String())
-	}
-	return f
-}
-
-func (f *flood) wait(t *testing.T) {
-	t.Helper()
-	<-f.done
-	if err := f.cmd.Wait(); err != nil {
-		t.Errorf("attacker: %v\n%s", err, f.out.String())
-	}
-}
-
-// openFDs counts this process's open descriptors.
-func openFDs(t *testing.T) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
-	}
-	return len(ents)
-}
-
-// raiseFileLimit raises the soft limit on open files to the hard limit
-// (Go does so at start-up too, but the test should not depend on it) and
-// skips the test if that leaves fewer than need.
-func raiseFileLimit(t *testing.T, need int) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Skipf("getrlimit: %v", err)
-	}
-	if lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			t.Logf("setrlimit: %v", err)
-			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-		}
-	}
-	if lim.Cur < uint64(need) {
-		t.Skipf("open file limit %d, need %d", lim.Cur, need)
-	}
+	fmt.Printf("%s silent connections served then closed: %d, closed at once: %d\n", testutil.FloodReport, served, atOnce)
 }

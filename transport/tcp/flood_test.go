@@ -3,42 +3,33 @@
 package tcp_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl/internal/testutil"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/tcp"
 )
 
-// The flood test's attacker runs in a child process (this test binary
-// again, with envFloodAddr set), so that the descriptors of the process
-// running the ranks can be counted from /proc/self/fd without the
-// attacker's own 2000-odd sockets in the count: counting only the
-// listener's sockets in one process would need matching socket inodes
-// against /proc/net/tcp, and would miss any other descriptor leaked.
+// The flood test's attacker runs in a child process, this test binary
+// again (testutil.StartFlood); the environment tells it what to attack.
 const (
 	envFloodAddr  = "GOCCL_TEST_TCP_FLOOD_ADDR"  // in the child: the listener to attack
 	envFloodN     = "GOCCL_TEST_TCP_FLOOD_N"     // silent connections to open
 	envFloodBound = "GOCCL_TEST_TCP_FLOOD_BOUND" // each must be closed within this of its dial
-	floodOpened   = "GOCCL-FLOOD-OPENED"         // the child's line once all are open
-	floodReport   = "GOCCL-FLOOD-REPORT"         // the child's line of counts
 )
 
 // TestStrangerFlood: 2000 connections that never send a byte, and some
@@ -58,7 +49,7 @@ func TestStrangerFlood(t *testing.T) {
 		silent     = 2000
 		size       = 3
 	)
-	raiseFileLimit(t, 256)
+	testutil.RaiseFileLimit(t, 256)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var logs testutil.Buffer
@@ -66,23 +57,9 @@ func TestStrangerFlood(t *testing.T) {
 		ListenHost: "127.0.0.1", Secret: []byte("flood"), HandshakeTimeout: deadline, MaxPending: maxPending,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 
-	fds := openFDs(t)
-	var most atomic.Int64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if n := int64(openFDs(t)); n > most.Load() {
-				most.Store(n)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
+	fds := testutil.OpenFDs(t)
+	// Count the descriptors until the attack and the job are over.
+	stopSampling := testutil.SampleFDs()
 
 	// Rank 2 accepts from ranks 0 and 1: it is the one attacked.
 	eps := make([]transport.Endpoint, size)
@@ -100,7 +77,8 @@ func TestStrangerFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := startFlood(t, string(addr), silent, deadline+5*time.Second)
+	child := testutil.StartFlood(t, "^TestStrangerFlood$", envFloodAddr+"="+string(addr), envFloodN+"="+strconv.Itoa(silent),
+		envFloodBound+"="+(deadline+5*time.Second).String())
 	start(0)
 	start(1)
 	wg.Wait()
@@ -132,9 +110,8 @@ func TestStrangerFlood(t *testing.T) {
 			}
 		}
 	}
-	child.wait(t)
-	close(stopSampling)
-	<-sampled
+	report := child.Wait(t)
+	most := stopSampling()
 
 	// Allowed: the descriptors before the ranks existed, MaxPending
 	// connections in their handshake, the ranks' own (three listeners
@@ -143,9 +120,9 @@ func TestStrangerFlood(t *testing.T) {
 	// directory handle, a real peer's connection in its handshake and one
 	// accepted beyond the cap in the instant before it is closed.
 	limit := fds + maxPending + 3 + 2*3 + 16
-	t.Logf("descriptors: %d before, at most %d during the attack (limit %d); %s", fds, most.Load(), limit, child.report)
-	if int(most.Load()) > limit {
-		t.Errorf("the process held %d descriptors, more than %d before + %d in handshake + its own", most.Load(), fds, maxPending)
+	t.Logf("descriptors: %d before, at most %d during the attack (limit %d); %s", fds, most, limit, report)
+	if most > limit {
+		t.Errorf("the process held %d descriptors, more than %d before + %d in handshake + its own", most, fds, maxPending)
 	}
 	if warns := strings.Count(logs.String(), "level=WARN"); warns > 3 {
 		t.Errorf("%d warn lines for one flood; want a summary at most every 10 s:\n%s", warns, logs.String())
@@ -185,7 +162,7 @@ func floodChild(t *testing.T, addr string) {
 		"half hello":  fixed(1, 10)[:7],
 		"no nonce":    append(fixed(1, 3), "job"...),
 	}
-	raiseFileLimit(t, n+len(garbage)*10+100)
+	testutil.RaiseFileLimit(t, n+len(garbage)*10+100)
 	type result struct {
 		name  string
 		bytes int64 // what the listener sent before closing (it answers no stranger)
@@ -228,7 +205,7 @@ func floodChild(t *testing.T, addr string) {
 		}
 		watch("silent", c, nil)
 	}
-	fmt.Println(floodOpened)
+	fmt.Println(testutil.FloodOpened)
 	wg.Wait()
 	open := map[string]int{}
 	answered := 0
@@ -246,90 +223,5 @@ func floodChild(t *testing.T, addr string) {
 	if answered > 0 {
 		t.Errorf("the listener answered %d strangers", answered)
 	}
-	fmt.Printf("%s %d silent and %d garbage connections closed\n", floodReport, n, len(results)-n)
-}
-
-// flood is a running attacker process.
-type flood struct {
-	cmd    *exec.Cmd
-	out    *testutil.Buffer
-	done   chan struct{}
-	report string
-}
-
-// startFlood starts the attacker against addr and returns once it has
-// opened every connection.
-func startFlood(t *testing.T, addr string, silent int, bound time.Duration) *flood {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStrangerFlood$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envFloodAddr+"="+addr, envFloodN+"="+strconv.Itoa(silent),
-		envFloodBound+"="+bound.String())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &flood{cmd: cmd, out: new(testutil.Buffer), done: make(chan struct{})}
-	cmd.Stderr = f.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	opened := make(chan struct{})
-	go func() {
-		defer close(f.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(f.out, line)
-			switch {
-			case line == floodOpened:
-				close(opened)
-			case strings.HasPrefix(line, floodReport):
-				f.report = strings.TrimSpace(strings.TrimPrefix(line, floodReport))
-			}
-		}
-	}()
-	select {
-	case <-opened:
-	case <-f.done:
-		cmd.Wait()
-		t.Fatalf("the attacker ended before opening its connections:\n%s", f.out.String())
-	}
-	return f
-}
-
-func (f *flood) wait(t *testing.T) {
-	t.Helper()
-	<-f.done
-	if err := f.cmd.Wait(); err != nil {
-		t.Errorf("attacker: %v\n%s", err, f.out.String())
-	}
-}
-
-// openFDs counts this process's open descriptors.
-func openFDs(t *testing.T) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
-	}
-	return len(ents)
-}
-
-// raiseFileLimit raises the soft limit on open files to the hard limit
-// (Go does so at start-up too, but the test should not depend on it) and
-// skips the test if that leaves fewer than need.
-func raiseFileLimit(t *testing.T, need int) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Skipf("getrlimit: %v", err)
-	}
-	if lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			t.Logf("setrlimit: %v", err)
-			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-		}
-	}
-	if lim.Cur < uint64(need) {
-		t.Skipf("open file limit %d, need %d", lim.Cur, need)
-	}
+	fmt.Printf("%s %d silent and %d garbage connections closed\n", testutil.FloodReport, n, len(results)-n)
 }
