@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -148,14 +147,7 @@ func TestUnauthenticatedFlood(t *testing.T) {
 // silent ones, says so, and checks that the server closes each within
 // the bound.
 func floodChild(t *testing.T, addr string) {
-	n, err := strconv.Atoi(os.Getenv(envFloodN))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound, err := time.ParseDuration(os.Getenv(envFloodBound))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, bound := testutil.FloodArgs(t, envFloodN, envFloodBound)
 	garbage := map[string][]byte{
 		"http":          []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
 		"random":        bytes.Repeat([]byte{0x5a, 0xc3, 0x11, 0x99}, 16),
@@ -166,60 +158,16 @@ func floodChild(t *testing.T, addr string) {
 		"half header":   {9, 0},
 		"half frame":    appendMsg(nil, &msg{op: opSet, id: 1, args: [][]byte{[]byte("key"), []byte("value")}})[:12],
 	}
-	testutil.RaiseFileLimit(t, n+len(garbage)*10+100)
-	type result struct {
-		name  string
-		hello bool // the server served it (under the cap) before closing it
-		err   error
-	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		results []result
-	)
-	watch := func(name string, c net.Conn, payload []byte) {
-		dialed := time.Now()
-		wg.Go(func() {
-			defer c.Close()
-			if payload != nil {
-				c.Write(payload) // may fail: the server can close first
-			}
-			c.SetReadDeadline(dialed.Add(bound))
-			got, err := io.Copy(io.Discard, c)
-			mu.Lock()
-			results = append(results, result{name, got > 0, err})
-			mu.Unlock()
-		})
-	}
-	// Garbage first, so that the server parses it rather than drop it
-	// for being over the cap.
-	for range 10 {
-		for name, b := range garbage {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatalf("dial: %v", err)
-			}
-			watch(name, c, b)
-		}
-	}
-	for i := range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-		watch("silent", c, nil)
-	}
-	fmt.Println(testutil.FloodOpened)
-	wg.Wait()
+	results := testutil.Attack(t, addr, garbage, n, bound)
 	served, atOnce := 0, 0
 	open := map[string]int{}
 	for _, r := range results {
-		if errors.Is(r.err, os.ErrDeadlineExceeded) {
-			open[r.name]++
+		if errors.Is(r.Err, os.ErrDeadlineExceeded) {
+			open[r.Name]++
 			continue
 		}
-		if r.name == "silent" {
-			if r.hello {
+		if r.Name == "silent" {
+			if r.Bytes > 0 { // served (under the cap) before it was closed
 				served++
 			} else {
 				atOnce++

@@ -4,9 +4,14 @@ package testutil
 
 import (
 	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -145,4 +150,74 @@ func RaiseFileLimit(t testing.TB, need int) {
 	if lim.Cur < uint64(need) {
 		t.Skipf("open file limit %d, need %d", lim.Cur, need)
 	}
+}
+
+// FloodArgs reads the attacker's two settings from the environment: how
+// many silent connections to open (nEnv) and how soon after its dial the
+// listener must close each (boundEnv).
+func FloodArgs(t testing.TB, nEnv, boundEnv string) (n int, bound time.Duration) {
+	t.Helper()
+	n, err := strconv.Atoi(os.Getenv(nEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound, err = time.ParseDuration(os.Getenv(boundEnv)); err != nil {
+		t.Fatal(err)
+	}
+	return n, bound
+}
+
+// FloodResult is how one attacking connection ended.
+type FloodResult struct {
+	Name  string // its garbage's name, or "silent"
+	Bytes int64  // what the listener sent before it closed the connection
+	Err   error  // the read's: os.ErrDeadlineExceeded if it was still open at the bound
+}
+
+// Attack is the attacker's side: ten connections for each garbage
+// payload, written at once (first, so that the listener parses them
+// rather than drop them for being over its cap), then n silent ones, to
+// addr. Once all are open it prints FloodOpened; then it waits, at most
+// bound from each connection's dial, for the listener to close it.
+func Attack(t testing.TB, addr string, garbage map[string][]byte, n int, bound time.Duration) []FloodResult {
+	t.Helper()
+	RaiseFileLimit(t, n+len(garbage)*10+100)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		results []FloodResult
+	)
+	watch := func(name string, c net.Conn, payload []byte) {
+		dialed := time.Now()
+		wg.Go(func() {
+			defer c.Close()
+			if payload != nil {
+				c.Write(payload) // may fail: the listener can close first
+			}
+			c.SetReadDeadline(dialed.Add(bound))
+			got, err := io.Copy(io.Discard, c)
+			mu.Lock()
+			results = append(results, FloodResult{name, got, err})
+			mu.Unlock()
+		})
+	}
+	for range 10 {
+		for name, b := range garbage {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			watch(name, c, b)
+		}
+	}
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		watch("silent", c, nil)
+	}
+	fmt.Println(FloodOpened)
+	wg.Wait()
+	return results
 }

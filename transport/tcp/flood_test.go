@@ -8,9 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -136,14 +134,7 @@ func TestStrangerFlood(t *testing.T) {
 // silent ones, says so, and checks that the listener closes each within
 // the bound.
 func floodChild(t *testing.T, addr string) {
-	n, err := strconv.Atoi(os.Getenv(envFloodN))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound, err := time.ParseDuration(os.Getenv(envFloodBound))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, bound := testutil.FloodArgs(t, envFloodN, envFloodBound)
 	fixed := func(version uint16, jobLen uint16) []byte {
 		b := []byte("GCCL")
 		b = binary.LittleEndian.AppendUint16(b, version)
@@ -162,58 +153,14 @@ func floodChild(t *testing.T, addr string) {
 		"half hello":  fixed(1, 10)[:7],
 		"no nonce":    append(fixed(1, 3), "job"...),
 	}
-	testutil.RaiseFileLimit(t, n+len(garbage)*10+100)
-	type result struct {
-		name  string
-		bytes int64 // what the listener sent before closing (it answers no stranger)
-		err   error
-	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		results []result
-	)
-	watch := func(name string, c net.Conn, payload []byte) {
-		dialed := time.Now()
-		wg.Go(func() {
-			defer c.Close()
-			if payload != nil {
-				c.Write(payload) // may fail: the listener can close first
-			}
-			c.SetReadDeadline(dialed.Add(bound))
-			got, err := io.Copy(io.Discard, c)
-			mu.Lock()
-			results = append(results, result{name, got, err})
-			mu.Unlock()
-		})
-	}
-	// Garbage first, so that the server parses it rather than drop it
-	// for being over the cap.
-	for range 10 {
-		for name, b := range garbage {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatalf("dial: %v", err)
-			}
-			watch(name, c, b)
-		}
-	}
-	for i := range n {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-		watch("silent", c, nil)
-	}
-	fmt.Println(testutil.FloodOpened)
-	wg.Wait()
+	results := testutil.Attack(t, addr, garbage, n, bound)
 	open := map[string]int{}
 	answered := 0
 	for _, r := range results {
-		if errors.Is(r.err, os.ErrDeadlineExceeded) {
-			open[r.name]++
+		if errors.Is(r.Err, os.ErrDeadlineExceeded) {
+			open[r.Name]++
 		}
-		if r.bytes > 0 {
+		if r.Bytes > 0 { // it answers no stranger
 			answered++
 		}
 	}
