@@ -45,9 +45,8 @@ type call struct {
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
 
-	traceID  uint64  // the flight recorder's number for it (trace.go), 0: none
-	ctx      callCtx // what it runs under (exec)
-	finished bool    // succeeded has finished it (finish: nothing left to do)
+	traceID uint64  // the flight recorder's number for it (trace.go), 0: none
+	ctx     callCtx // what it runs under (exec)
 
 	// The latency-bound calls have no run, so that they need no closure,
 	// and come from callPool (newPooledCall), where do puts them back
@@ -108,9 +107,6 @@ func (k *call) exec(ctx context.Context) error {
 	if err := c.usable(k.op); err != nil {
 		return err
 	}
-	if k.p != nil {
-		defer k.finish()
-	}
 	ctx = &k.ctx
 	defer k.ctx.release()
 	log := c.shared.log
@@ -155,6 +151,9 @@ func (k *call) exec(ctx context.Context) error {
 				k.p.drain() // nor from a device copy still queued
 			}
 			err = c.settled(k.op, err)
+		}
+		if k.p != nil {
+			k.finish()
 		}
 		return err
 	}
@@ -206,12 +205,9 @@ func (c *Comm) newPooledCall(op string, dt reduceop.DType, bytes int, a algo.Alg
 	return k
 }
 
-// finish marks the call finished on this rank and sweeps the messages
-// left under the calls that are now retired (stray.go).
+// finish marks a call that failed finished on this rank and sweeps the
+// messages left under the calls that are now retired (stray.go).
 func (k *call) finish() {
-	if k.finished {
-		return // succeeded did it
-	}
 	c := k.c
 	c.shared.calls.Lock()
 	from, to := c.finishLocked(uint64(k.p.tag) & (tagP2P - 1))
@@ -219,21 +215,17 @@ func (k *call) finish() {
 	k.retire(from, to)
 }
 
-// succeeded records that k completed and, if it has peers, finishes it,
-// in one critical section.
+// succeeded records that k completed and finishes it, in one critical
+// section. A call without peers was neither ordered nor recorded.
 func (k *call) succeeded() {
-	if k.p == nil && k.traceID == 0 {
-		return // nothing ordered, nothing recorded
+	if k.p == nil {
+		return
 	}
 	c := k.c
 	sh := c.shared
-	var from, to uint64
 	sh.calls.Lock()
 	sh.flight.endLocked(k, nil, 0, "")
-	if k.p != nil {
-		from, to = c.finishLocked(uint64(k.p.tag) & (tagP2P - 1))
-		k.finished = true
-	}
+	from, to := c.finishLocked(uint64(k.p.tag) & (tagP2P - 1))
 	sh.calls.Unlock()
 	k.retire(from, to)
 }

@@ -32,10 +32,10 @@ import (
 // the recorder off). It has no lock of its own: a call is ordered and
 // recorded in one critical section (shared.calls), and a call that
 // succeeds is recorded as done and finished in another. Its slots are
-// plain fields (the entry is built at dump time), and it reads no clock of
-// its own on success (the start time is the one exec's context reads;
-// BENCHMARKS.md); GOCCL_TRACE_CALLER=1 also records
-// the user's function that made each call, for 0.1-0.3 us more.
+// plain fields (the entry is built at dump time), and it reads no clock
+// of its own on success (the start time is the one exec's context reads;
+// BENCHMARKS.md). GOCCL_TRACE_CALLER=1 also records the user's function
+// that made each call, for 0.1-0.3 us more.
 
 // DefaultTraceBuffer is how many recent calls the flight recorder keeps.
 const DefaultTraceBuffer = 256

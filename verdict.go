@@ -25,10 +25,10 @@ import (
 // A call that saw a mismatch first-hand keeps its own words (both calls,
 // side by side), since they are the most precise account there is.
 
-// historyLen is how many of its recent calls a communicator remembers, to compare
-// with the calls a mismatch notice names. A notice is about a call in
-// flight on its sender, so only the last few matter; async calls can put
-// a few more between.
+// historyLen is how many of its recent calls a communicator remembers,
+// to compare with the calls a mismatch notice names. A notice is about a
+// call in flight on its sender, so only the last few matter; async calls
+// can put a few more between.
 const historyLen = 64
 
 // history is a ring of the fingerprints of one communicator's recent
@@ -71,9 +71,6 @@ func (sh *shared) recentCall(f fingerprint) (fingerprint, bool) {
 
 // recentCall is shared.recentCall within c.
 func (c *Comm) recentCall(f fingerprint) (fingerprint, bool) {
-	if f[0] != 'G' || f[1] != 'F' {
-		return fingerprint{}, false
-	}
 	c.shared.calls.Lock()
 	defer c.shared.calls.Unlock()
 	return c.track.history.find(f)

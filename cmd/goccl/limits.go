@@ -23,12 +23,13 @@ const limitsUsage = `usage: goccl limits [flags]
 Measures the limits of this machine that goccl's figures compare with:
 memory copy and float32 add bandwidth, single-stream TCP loopback
 throughput one way and both ways at once, the 1-byte loopback round
-trip, the 32-byte loopback exchange with polled receives (the pattern of a
-2-rank 8-byte allreduce, with nothing around it), and on Linux the
-shared-memory figures between two processes: the
-one-way bandwidth of a message copied in and out of a mapped segment
-(transport/shm's ring path) and the round trip of one cache line between
-them. Each figure is the median of -runs runs.
+trip, the 32-byte loopback exchange with polled receives (the pattern of
+a 2-rank 8-byte allreduce, with nothing around it), and on Linux the
+shared-memory figures between two processes: the one-way bandwidth of a
+message copied in and out of a mapped segment (transport/shm's ring
+path), the round trip of one cache line between them, and an exchange
+of 8 bytes through it (a 2-rank allreduce on the board, with nothing
+around it). Each figure is the median of -runs runs.
 
 flags:
 `
@@ -38,10 +39,11 @@ flags:
 // float32 add bandwidth, single-stream TCP loopback throughput one way and
 // both ways at once, the 1-byte TCP loopback round trip and the polled
 // 32-byte exchange (limits_exchange_linux.go), the loopback figures in one
-// process and (with 2 CPUs or more) between two processes
-// bound to CPUs of their own, the way goccl run starts ranks, and (on Linux,
-// with 2 CPUs or more) the shared-memory copy bandwidth and cache-line round
-// trip between two such processes. Each figure is the median of several runs.
+// process and (with 2 CPUs or more) between two processes bound to CPUs of
+// their own, the way goccl run starts ranks, and (on Linux, with 2 CPUs or
+// more) the shared-memory copy bandwidth, cache-line round trip and 8-byte
+// exchange between two such processes (limits_shm_linux.go). Each figure is
+// the median of several runs.
 func limitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("limits", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -630,15 +630,15 @@ func (p *peer) failQueueLocked() {
 	p.queue, p.qhead = p.queue[:0], 0
 }
 
-// copyFirst is how many messages of CMAThreshold bytes or more under one
-// tag Isend copies in when they fit; the next ones under that tag go by
-// CMA. Only the messages sent while nothing is queued count (those that
-// could be copied in); a queued one goes by CMA anyway. A collective's messages share its tag: a large call that streams
-// its data in segments (64 MiB by ring: 256 KiB segments, a hundred under
-// one tag) goes by CMA after its first few, where one copy in and one out
-// of data no longer in cache cost more than a pull, and a call of a few
-// large messages (a 2-rank allreduce of 1 MiB: two of 512 KiB) is copied
-// whole.
+// copyFirst is how many messages of CMAThreshold bytes or more under one tag
+// Isend copies in when they fit; the next ones under that tag go by CMA.
+// Only the messages sent while nothing is queued count (those that could be
+// copied in); a queued one goes by CMA anyway. A collective's messages share
+// its tag: a large call that streams its data in segments (64 MiB by ring:
+// 256 KiB segments, a hundred under one tag) goes by CMA after its first
+// few, where one copy in and one out of data no longer in cache cost more
+// than a pull, and a call of a few large messages (a 2-rank allreduce of 1
+// MiB: two of 512 KiB) is copied whole.
 const copyFirst = 4
 
 // streaming counts a send of n bytes under tag and reports whether it is

@@ -109,11 +109,11 @@ type Config struct {
 	// MaxMessage is the largest message accepted from the wire
 	// (DefaultMaxMessage); a frame announcing more is a protocol error.
 	MaxMessage int64
-	// Spin is how long a goroutine waiting on a receive from a peer polls
-	// the socket (a read, then poll(2) and a read when there are bytes)
-	// before it sleeps in Go's network poller (DefaultSpin); negative: it never polls. On an exchange of
-	// small messages the answer often comes within the spin, and then
-	// costs no thread wake-up; polling also pauses by itself while it does
+	// Spin is how long a goroutine waiting on a receive from a peer polls the
+	// socket (a read, then poll(2) and a read when there are bytes) before it
+	// sleeps in Go's network poller (DefaultSpin); negative: it never polls. On
+	// an exchange of small messages the answer often comes within the spin, and
+	// then costs no thread wake-up; polling also pauses by itself while it does
 	// not pay (reader.go). Connections under TLS or WrapConn never poll.
 	Spin time.Duration
 	// Lazy makes Connect link only the ring neighbours (rank-1 and

@@ -13,9 +13,9 @@ import (
 // in user space. Go's RawConn.Read and Write still hold the descriptor
 // (it cannot be closed and reused meanwhile).
 
-// writevNB writes iov to the non-blocking socket fd, once: the small
-// message's inline write, which returns as soon as the kernel has taken
-// the bytes (or refused them, EAGAIN): a header and a payload.
+// writevNB writes iov, a header and a payload, to the non-blocking
+// socket fd, once: the small message's inline write, which returns as
+// soon as the kernel has taken the bytes (or refused them, EAGAIN).
 func writevNB(fd int, iov [][]byte) (int, error) {
 	var vs [2]unix.Iovec
 	if len(iov) > len(vs) {
