@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/internal/cpu"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
 )
@@ -183,14 +184,14 @@ func (b *board) announced(q int, seq uint64) (fp fingerprint, ok bool) {
 func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []byte) error {
 	row := int(seq & 1)
 	mine := b.slotOff(row, b.me)
-	if prev != 0 && !b.free(mine, prev) {
-		if err := b.wait(ctx, p, -1, func() bool { return b.free(mine, prev) }); err != nil {
+	if prev != 0 && !b.free(prev) {
+		if err := b.wait(ctx, p, -1, func() bool { return b.free(prev) }); err != nil {
 			return err
 		}
 	}
 	// Plain writes: the store of seq below publishes them.
 	binary.LittleEndian.PutUint64(b.mem[mine+slotLen:], uint64(len(payload))|b.ackOf(b.me, 1-row)<<16)
-	copy(b.mem[mine+slotFP:mine+slotPayload], p.fp[:])
+	putFP(b.mem[mine+slotFP:mine+slotPayload], &p.fp)
 	copy(b.mem[mine+slotPayload:], payload)
 	b.word(mine).Store(seq)
 	b.tb.Wake()
@@ -205,13 +206,11 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 				return err
 			}
 		}
-		if p.check {
+		if p.check && !equalFP(b.mem[off+slotFP:off+slotPayload], &p.fp) {
 			var theirs fingerprint
 			copy(theirs[:], b.mem[off+slotFP:off+slotPayload])
-			if theirs != p.fp {
-				return &Error{Op: p.op, Rank: p.c.rank, Peer: q, Dir: "<-",
-					Err: &mismatchError{mine: p.fp, theirs: theirs, peer: q}}
-			}
+			return &Error{Op: p.op, Rank: p.c.rank, Peer: q, Dir: "<-",
+				Err: &mismatchError{mine: p.fp, theirs: theirs, peer: q}}
 		}
 		w := b.word(off + slotLen).Load()
 		b.learn(q, 1-row, w>>16)
@@ -225,9 +224,13 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 
 // boardPolls is how many times post reads a slot before it waits through
 // the transport (which spins longer, yielding, then parks): a peer that
-// is a few hundred nanoseconds behind costs no more than the reads. Where
-// the transports do not poll (GOCCL_SPIN=0, or more ranks than CPUs) the
-// board reads once.
+// is a few microseconds behind costs no more than the reads. Between two
+// reads the poll relaxes (cpu.Relax, about 20 ns here): a loop of bare
+// reads takes issue slots from a rank on the other hardware thread of the
+// core and keeps asking for a line the peer is about to write, and the
+// 8-byte allreduce took 0.66 us instead of 0.57 in BENCHMARKS.md's slow
+// state. Where the transports do not poll (GOCCL_SPIN=0, or more ranks
+// than CPUs) the board reads once.
 const boardPolls = 256
 
 // poll reads the word at off up to b.polls times for seq.
@@ -237,6 +240,7 @@ func (b *board) poll(off int, seq uint64) bool {
 		if w.Load() == seq {
 			return true
 		}
+		cpu.Relax()
 	}
 	return false
 }
@@ -254,14 +258,18 @@ func (b *board) ack(seq uint64) {
 	b.tb.Wake()
 }
 
-// free reports whether this rank's slot at off may take a new call: it
-// holds prev and every member has acked it (this rank too: an async call
-// of its own may still be reading it). A member's ack line is read only
-// where its slots have not said as much already.
-func (b *board) free(off int, prev uint64) bool {
-	if b.word(off).Load() != prev {
-		return false
-	}
+// free reports whether this rank's slot in prev's row may take a new
+// call: every member has acked prev, this rank too (an async call of its
+// own may still be reading it). A rank acks only a call it has posted, so
+// its own ack also says that the slot holds prev; free does not read the
+// slot to see. That read would cost a cache miss on every call: the peers
+// have just read the slot's line, and the processor may have handed it
+// to them (AMD's migratory sharing), so that the read fetches it back in
+// a shared state and the write that follows fetches it once more, to own
+// it; two transfers of the line where the write alone costs one (0.75 to
+// 0.60 us in BENCHMARKS.md's slow state). A member's ack line is read
+// only where its slots have not said as much already.
+func (b *board) free(prev uint64) bool {
 	row := int(prev & 1)
 	for m := 0; m < b.n; m++ {
 		if m != b.me && b.known[2*m+row].Load() >= prev {

@@ -165,10 +165,11 @@ func (k *call) take(async, started bool) {
 	}
 	c := k.c
 	sh := c.shared
-	st := sh.flight.stamp(k, async, started)
+	var st traceStamp
+	sh.flight.stamp(&st, k, async, started)
 	sh.calls.Lock()
 	k.prev = c.orderLocked(k)
-	sh.flight.issueLocked(k, st)
+	sh.flight.issueLocked(k, &st)
 	sh.calls.Unlock()
 	if c.board != nil && !k.onBoard {
 		c.board.announce(uint64(p.tag)&(tagP2P-1), &p.fp)

@@ -63,18 +63,45 @@ func fpOpIndex(op string) uint8 {
 }
 
 func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
-	f[0], f[1] = 'G', 'F'
-	f[2] = fpOpIndex(k.op)
-	f[3] = uint8(k.dt)
-	f[4] = uint8(k.redop)
+	f.set(k, group, tag)
+	return f
+}
+
+// set makes f k's fingerprint in place, in four 8-byte stores. The
+// fingerprint is made on every call and read at once in 8-byte words
+// (putFP, equalFP): a wider read of narrower stores that have not reached
+// the cache yet cannot take its bytes from them and waits until they
+// have, which returning it by value and copying it cost the 8-byte
+// allreduce several times a call.
+func (f *fingerprint) set(k *call, group uint64, tag transport.Tag) {
+	var chunk uint64
 	if k.chunk > 0 {
-		f[5] = uint8(bits.Len(uint(k.chunk)) - 1)
+		chunk = uint64(bits.Len(uint(k.chunk)) - 1)
 	}
-	binary.LittleEndian.PutUint32(f[8:], uint32(int32(k.root)))
-	binary.LittleEndian.PutUint32(f[12:], uint32(group))
+	binary.LittleEndian.PutUint64(f[0:], 'G'|'F'<<8|uint64(fpOpIndex(k.op))<<16|
+		uint64(uint8(k.dt))<<24|uint64(uint8(k.redop))<<32|chunk<<40)
+	binary.LittleEndian.PutUint64(f[8:], uint64(uint32(int32(k.root)))|uint64(uint32(group))<<32)
 	binary.LittleEndian.PutUint64(f[16:], uint64(k.count))
 	binary.LittleEndian.PutUint64(f[24:], uint64(tag)&(tagP2P-1))
-	return f
+}
+
+// putFP copies f into dst in 8-byte words (see set).
+func putFP(dst []byte, f *fingerprint) {
+	_ = dst[fpLen-1]
+	for i := 0; i < fpLen; i += 8 {
+		binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(f[i:]))
+	}
+}
+
+// equalFP reports whether b starts with f, comparing 8-byte words.
+func equalFP(b []byte, f *fingerprint) bool {
+	_ = b[fpLen-1]
+	for i := 0; i < fpLen; i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != binary.LittleEndian.Uint64(f[i:]) {
+			return false
+		}
+	}
+	return true
 }
 
 // op names the fingerprint's collective.

@@ -60,10 +60,10 @@ func (c *Comm) orderLocked(k *call) (prev uint64) {
 		prev, t.boardLast[seq&1] = t.boardLast[seq&1], seq
 	}
 	if p.check || c.board != nil {
-		p.fp = makeFingerprint(k, c.id, p.tag)
+		p.fp.set(k, c.id, p.tag)
 	}
 	if p.check {
-		t.history.add(p.fp)
+		t.history.add(&p.fp)
 	}
 	return prev
 }

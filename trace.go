@@ -167,9 +167,9 @@ type traceStamp struct {
 // stamp prepares the record of a call about to be ordered. An async one
 // reads the clock here; one made in place that is about to run (started)
 // is recorded as started at once, at the time its context began.
-func (r *recorder) stamp(k *call, async, started bool) (st traceStamp) {
+func (r *recorder) stamp(st *traceStamp, k *call, async, started bool) {
 	if r == nil {
-		return st
+		return
 	}
 	if r.callers {
 		runtime.Callers(3, st.pcs[:])
@@ -180,12 +180,11 @@ func (r *recorder) stamp(k *call, async, started bool) (st traceStamp) {
 	case started:
 		st.now, st.started = k.ctx.startUnix(), true
 	}
-	return st
 }
 
 // issueLocked records a call that has just been ordered; r.mu is held
 // (take orders and records a call in one critical section).
-func (r *recorder) issueLocked(k *call, st traceStamp) {
+func (r *recorder) issueLocked(k *call, st *traceStamp) {
 	if r == nil || k.p == nil {
 		return
 	}

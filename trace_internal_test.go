@@ -20,9 +20,10 @@ func BenchmarkRecorderCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		k.traceID = 0
-		st := r.stamp(k, false, true)
+		var st traceStamp
+		r.stamp(&st, k, false, true)
 		mu.Lock()
-		r.issueLocked(k, st)
+		r.issueLocked(k, &st)
 		mu.Unlock()
 		mu.Lock()
 		r.endLocked(k, nil, 0, "")

@@ -39,8 +39,8 @@ type history struct {
 	n   int
 }
 
-func (h *history) add(f fingerprint) {
-	h.fps[h.n%historyLen] = f
+func (h *history) add(f *fingerprint) {
+	putFP(h.fps[h.n%historyLen][:], f)
 	h.n++
 }
 
