@@ -31,15 +31,19 @@ func (c *Comm) InferenceAllReduce(ctx context.Context, buf any, op reduceop.Op) 
 	return checked(c.allReduce(commslog.InferenceAllReduce, buf, op, algo.Doubling)).exec(ctx)
 }
 
+// allReduce makes the call of an allreduce of buf. The view goes by
+// pointer from here on: an 8-byte allreduce on the board passed it by
+// value through four functions, and each copy read it in 16-byte words
+// the previous one had just written in 8-byte words, which waits.
 func (c *Comm) allReduce(name string, buf any, op reduceop.Op, force algo.Algorithm) (*call, error) {
-	v, err := c.check(name, "buf", buf)
-	if err != nil {
-		return nil, err
+	var v view
+	if err := v.of(buf); err != nil {
+		return nil, invalid(name, c.rank, "buf: %v", err)
 	}
-	return c.allReduceView(name, v, op, force)
+	return c.allReduceView(name, &v, op, force)
 }
 
-func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Algorithm) (*call, error) {
+func (c *Comm) allReduceView(name string, v *view, op reduceop.Op, force algo.Algorithm) (*call, error) {
 	if err := c.checkOp(name, op, v.dt); err != nil {
 		return nil, err
 	}
@@ -52,15 +56,15 @@ func (c *Comm) allReduceView(name string, v view, op reduceop.Op, force algo.Alg
 		// and a synchronous one goes back to the pool.
 		k := c.newPooledCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 		c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
-		k.arFn, k.arView = fn, v
+		k.arFn, k.arView = fn, *v
 		return k, nil
 	}
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
-	n := c.Size()
+	n, dv := c.Size(), *v // the closure keeps a copy: v stays on its caller's stack
 	k.useDevice(v.dev.Device())
 	k.run = func(ctx context.Context) error {
-		return c.onDevice(ctx, p, v, op, func(dp *devPeers, buf []byte) error {
+		return c.onDevice(ctx, p, dv, op, func(dp *devPeers, buf []byte) error {
 			if n > 1 && len(buf) > 0 {
 				if err := fn(ctx, dp, buf); err != nil {
 					return err
@@ -116,7 +120,7 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
 	fv := view{dt: views[0].dt, n: total, b: flat}
-	if err := checked(c.allReduceView(name, fv, op, "")).exec(ctx); err != nil {
+	if err := checked(c.allReduceView(name, &fv, op, "")).exec(ctx); err != nil {
 		return err
 	}
 	return c.unpack(ctx, flat, views)

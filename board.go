@@ -374,7 +374,7 @@ func (c *Comm) newBoardCall(name string, dt reduceop.DType, bytes int) *call {
 }
 
 // boardAllReduce makes the call of an allreduce on the board.
-func (c *Comm) boardAllReduce(name string, v view, op reduceop.Op) *call {
+func (c *Comm) boardAllReduce(name string, v *view, op reduceop.Op) *call {
 	k := c.newBoardCall(name, v.dt, v.bytes()).agree(v.n, op, -1)
 	k.silent = false // the board compares fingerprints even with no element
 	k.boardBuf, k.boardOp = v.b, op

@@ -47,32 +47,41 @@ func asBytes[T any](s []T) []byte {
 // viewOf resolves a buffer argument. A nil slice of a known type is a valid
 // empty buffer; a nil interface is not.
 func viewOf(buf any) (view, error) {
+	var v view
+	err := v.of(buf)
+	return v, err
+}
+
+// of makes v the view of buf, in place.
+func (v *view) of(buf any) error {
 	switch s := buf.(type) {
 	case []float32:
-		return view{reduceop.Float32, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Float32, len(s), asBytes(s)
 	case []float64:
-		return view{reduceop.Float64, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Float64, len(s), asBytes(s)
 	case []reduceop.F16:
-		return view{reduceop.Float16, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Float16, len(s), asBytes(s)
 	case []reduceop.BF16:
-		return view{reduceop.BFloat16, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.BFloat16, len(s), asBytes(s)
 	case []int8:
-		return view{reduceop.Int8, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Int8, len(s), asBytes(s)
 	case []uint8:
-		return view{reduceop.Uint8, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Uint8, len(s), asBytes(s)
 	case []int32:
-		return view{reduceop.Int32, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Int32, len(s), asBytes(s)
 	case []int64:
-		return view{reduceop.Int64, len(s), asBytes(s), nil}, nil
+		v.dt, v.n, v.b = reduceop.Int64, len(s), asBytes(s)
 	case DeviceBuffer:
 		if s == nil {
-			return view{}, fmt.Errorf("nil DeviceBuffer")
+			return fmt.Errorf("nil DeviceBuffer")
 		}
-		return view{dt: s.DType(), n: s.Len(), dev: s}, nil
+		v.dt, v.n, v.dev = s.DType(), s.Len(), s
 	case nil:
-		return view{}, fmt.Errorf("nil buffer")
+		return fmt.Errorf("nil buffer")
+	default:
+		return fmt.Errorf("unsupported buffer type %T", buf)
 	}
-	return view{}, fmt.Errorf("unsupported buffer type %T", buf)
+	return nil
 }
 
 // BufferLen returns the number of elements of a buffer argument, or an
