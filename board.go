@@ -174,18 +174,25 @@ func (b *board) announced(q int, seq uint64) (fp fingerprint, ok bool) {
 	return fp, true // the words may be a later call's: only the message suffers
 }
 
-// post publishes payload as this rank's contribution to the call on p
-// (sequence seq; prev, this rank's previous board call in the same row)
-// and waits until every member's slot holds the call. A member's
+// post publishes payload as this rank's contribution to k (sequence seq;
+// k.prev, this rank's previous board call in the same row) and waits
+// until every member's slot holds the call. A member's
 // fingerprint that differs from this rank's, a member that does not run
 // the call on the board, a lost member or an abort ends it with the error
 // that the same failure over messages gives. Then the caller reads the
 // slots (payload) and acks them (ack).
-func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []byte) error {
+//
+// Everything between the previous call's end and the store that
+// publishes this one is the call's time, at any rate on the ranks the
+// others wait for; what follows the store runs while the peers' slots
+// are on their way. So a call made in place reads the clock (its
+// context's start, k.begin) only once it has published.
+func (b *board) post(ctx context.Context, k *call, seq uint64, payload []byte) error {
+	p, prev := k.p, k.prev
 	row := int(seq & 1)
 	mine := b.slotOff(row, b.me)
 	if prev != 0 && !b.free(prev) {
-		if err := b.wait(ctx, p, -1, func() bool { return b.free(prev) }); err != nil {
+		if err := b.wait(ctx, k, -1, func() bool { return b.free(prev) }); err != nil {
 			return err
 		}
 	}
@@ -195,6 +202,7 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 	copy(b.mem[mine+slotPayload:], payload)
 	b.word(mine).Store(seq)
 	b.tb.Wake()
+	k.ctx.begin()
 
 	for q := 0; q < b.n; q++ {
 		if q == b.me {
@@ -202,7 +210,7 @@ func (b *board) post(ctx context.Context, p *peers, seq, prev uint64, payload []
 		}
 		off := b.slotOff(row, q)
 		if !b.poll(off, seq) {
-			if err := b.wait(ctx, p, q, func() bool { return b.word(off).Load() == seq }); err != nil {
+			if err := b.wait(ctx, k, q, func() bool { return b.word(off).Load() == seq }); err != nil {
 				return err
 			}
 		}
@@ -299,7 +307,9 @@ func (b *board) learn(m, row int, ack uint64) {
 
 // wait waits until ready, on member q (-1: on the acks of several), and
 // turns whatever ends the wait otherwise into the call's error.
-func (b *board) wait(ctx context.Context, p *peers, q int, ready func() bool) error {
+func (b *board) wait(ctx context.Context, k *call, q int, ready func() bool) error {
+	k.waits()
+	p := k.p
 	c := p.c
 	seq := uint64(p.tag) & (tagP2P - 1)
 	var fail error
@@ -385,11 +395,10 @@ func (c *Comm) boardAllReduce(name string, v *view, op reduceop.Op) *call {
 // run runs k, a call on the board: an allreduce of k.boardBuf with
 // k.boardOp, or a barrier where k has no reducer.
 func (b *board) run(ctx context.Context, k *call) error {
-	p := k.p
-	if p.reduce == nil {
-		return b.barrier(ctx, p, k.prev)
+	if k.p.reduce == nil {
+		return b.barrier(ctx, k)
 	}
-	if err := b.allReduce(ctx, p, k.prev, k.boardBuf); err != nil {
+	if err := b.allReduce(ctx, k); err != nil {
 		return err
 	}
 	if k.boardOp == reduceop.Avg {
@@ -398,11 +407,12 @@ func (b *board) run(ctx context.Context, k *call) error {
 	return nil
 }
 
-// allReduce is the board's allreduce: every rank reduces all the slots,
-// in rank order, into buf.
-func (b *board) allReduce(ctx context.Context, p *peers, prev uint64, buf []byte) error {
+// allReduce is the board's allreduce of k: every rank reduces all the
+// slots, in rank order, into k.boardBuf.
+func (b *board) allReduce(ctx context.Context, k *call) error {
+	p, buf := k.p, k.boardBuf
 	seq := uint64(p.tag) & (tagP2P - 1)
-	if err := b.post(ctx, p, seq, prev, buf); err != nil {
+	if err := b.post(ctx, k, seq, buf); err != nil {
 		return err
 	}
 	copy(buf, b.payload(seq, 0, len(buf)))
@@ -416,9 +426,9 @@ func (b *board) allReduce(ctx context.Context, p *peers, prev uint64, buf []byte
 }
 
 // barrier is the board's barrier: a post of nothing.
-func (b *board) barrier(ctx context.Context, p *peers, prev uint64) error {
-	seq := uint64(p.tag) & (tagP2P - 1)
-	if err := b.post(ctx, p, seq, prev, nil); err != nil {
+func (b *board) barrier(ctx context.Context, k *call) error {
+	seq := uint64(k.p.tag) & (tagP2P - 1)
+	if err := b.post(ctx, k, seq, nil); err != nil {
 		return err
 	}
 	b.ack(seq)

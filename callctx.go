@@ -21,12 +21,21 @@ import (
 // for, so that a context derived from it (WithCancel in rootChecked) finds
 // the standard cancelCtx underneath and attaches to it without a
 // goroutine.
+//
+// A call on the board may start its context late (prepare, then begin):
+// the clock is read once the call's slot is published, while the peers'
+// slots are on their way, instead of on the path from the previous call's
+// end to this one's publication, where every nanosecond is the call's
+// (board.go). Until begin, the context has no start and no deadline; its
+// owner begins it before anything waits on it.
 type callCtx struct {
-	parent context.Context
-	start  time.Duration // when init ran, as time since epoch
-	end    time.Duration // the deadline, as time since epoch
-	mu     sync.Mutex    // arming
-	armed  atomic.Pointer[armedCtx]
+	parent  context.Context
+	start   time.Duration // when the context began, as time since epoch
+	end     time.Duration // the deadline, as time since epoch
+	timeout time.Duration // prepare's, until begin
+	pending bool          // prepared, not yet begun
+	mu      sync.Mutex    // arming
+	armed   atomic.Pointer[armedCtx]
 }
 
 // epoch anchors callCtx's clock. time.Since(epoch) reads the monotonic
@@ -42,8 +51,14 @@ func sinceEpoch() time.Duration { return time.Since(epoch) }
 // the wall clock's reading then, as the flight recorder keeps times.
 var epochUnix = epoch.UnixNano()
 
-// startUnix is when init ran, in Unix nanoseconds.
-func (c *callCtx) startUnix() int64 { return epochUnix + int64(c.start) }
+// startUnix is when the context began, in Unix nanoseconds; 0 while it
+// is pending or if it never started.
+func (c *callCtx) startUnix() int64 {
+	if c.pending || c.parent == nil { // pending, or never started (exec on a closed communicator)
+		return 0
+	}
+	return epochUnix + int64(c.start)
+}
 
 type armedCtx struct {
 	ctx    context.Context
@@ -66,6 +81,20 @@ func (c *callCtx) init(parent context.Context, timeout time.Duration) {
 	}
 }
 
+// prepare is init without the clock: the context begins at begin.
+func (c *callCtx) prepare(parent context.Context, timeout time.Duration) {
+	c.parent, c.timeout, c.pending = parent, timeout, true
+}
+
+// begin starts a prepared context now; it does nothing to one that has
+// begun.
+func (c *callCtx) begin() {
+	if c.pending {
+		c.pending = false
+		c.init(c.parent, c.timeout)
+	}
+}
+
 func (c *callCtx) arm() context.Context {
 	if a := c.armed.Load(); a != nil {
 		return a.ctx
@@ -80,11 +109,18 @@ func (c *callCtx) arm() context.Context {
 	return ctx
 }
 
-func (c *callCtx) Deadline() (time.Time, bool) { return epoch.Add(c.end), true }
+func (c *callCtx) Deadline() (time.Time, bool) {
+	c.begin()
+	return epoch.Add(c.end), true
+}
 
-func (c *callCtx) Done() <-chan struct{} { return c.arm().Done() }
+func (c *callCtx) Done() <-chan struct{} {
+	c.begin()
+	return c.arm().Done()
+}
 
 func (c *callCtx) Err() error {
+	c.begin()
 	if a := c.armed.Load(); a != nil {
 		return a.ctx.Err()
 	}

@@ -136,7 +136,9 @@ func (c *Comm) checkScaled(op string, send, recv any, sendBig bool) (sv, rv view
 }
 
 func (c *Comm) newCall(op string, dt reduceop.DType, bytes int, a algo.Algorithm) *call {
-	return &call{c: c, op: op, dt: dt, bytes: int64(bytes), algo: string(a), root: -1}
+	k := new(call)
+	k.c, k.op, k.dt, k.bytes, k.algo, k.root = c, op, dt, int64(bytes), string(a), -1
+	return k
 }
 
 // agree sets what the fingerprint makes every rank agree on.

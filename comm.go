@@ -388,6 +388,21 @@ func childID(parent, n uint64, ranks []int) uint64 {
 
 // peers adapts a communicator to algo.Peers for one collective call.
 type peers struct {
+	peersHead
+	peerMsgs
+}
+
+// reset makes p the zero peers again, clearing only the slab entries
+// that were handed out.
+func (p *peers) reset() {
+	p.peersHead = peersHead{}
+	p.reqs.reset()
+	p.fpReqs.reset()
+	p.fpBufs.reset()
+}
+
+// peersHead is peers less its slabs.
+type peersHead struct {
 	c      *Comm
 	op     string
 	tag    transport.Tag
@@ -400,10 +415,12 @@ type peers struct {
 	sent, heard peerSet      // peers the first message went to / came from
 	after       device.Event // on a framework's stream: the event the call's device work waits on (stream.go)
 	drain       func()       // after a failure on device memory: wait for the call's device work (devpath.go)
+}
 
-	// The call's requests, and the buffers of small first messages
-	// (msgBuf), handed out once each: an exchange of a few messages
-	// allocates none (they live in the call).
+// peerMsgs holds a call's requests, and the buffers of small first
+// messages (msgBuf), handed out once each: an exchange of a few messages
+// allocates none (they live in the call).
+type peerMsgs struct {
 	reqs   slab[request]
 	fpReqs slab[fpRecv]
 	fpBufs slab[[fpLen + fpSmall]byte]
@@ -430,6 +447,14 @@ func (s *slab[T]) next() *T {
 	}
 	s.block = s.block[:len(s.block)+1]
 	return &s.block[len(s.block)-1]
+}
+
+// reset makes s zero again: it clears the inline values it handed out and
+// leaves its block to the garbage collector (its users may still hold
+// pointers into it).
+func (s *slab[T]) reset() {
+	clear(s.inline[:min(s.n, len(s.inline))])
+	s.n, s.block = 0, nil
 }
 
 // peerSet is a set of ranks, without allocation up to 64 ranks.

@@ -82,13 +82,13 @@ func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 	const name = commslog.Send
 	v, t, err := c.p2p(name, buf, dst, tag)
 	if err != nil {
-		return start(ctx, &call{err: err})
+		return start(ctx, failed(err))
 	}
 	host := v.b
 	if v.dev != nil {
 		host = scratch.Get(v.bytes())
 		if err := c.toHost(ctx, host, v.dev, 0); err != nil {
-			return start(ctx, &call{err: &Error{Op: name, Rank: c.rank, Peer: dst, Err: err}})
+			return start(ctx, failed(&Error{Op: name, Rank: c.rank, Peer: dst, Err: err}))
 		}
 	}
 	ep, to := c.shared.ep, c.ranks[dst]
@@ -142,7 +142,7 @@ func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
 	const name = commslog.Recv
 	v, t, err := c.p2p(name, buf, src, tag)
 	if err != nil {
-		return start(ctx, &call{err: err})
+		return start(ctx, failed(err))
 	}
 	host := v.b
 	if v.dev != nil {

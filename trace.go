@@ -240,6 +240,29 @@ func (r *recorder) start(k *call, now int64) {
 	r.mu.Unlock()
 }
 
+// started records when k started, for a call recorded as started at a
+// time not yet known (a board call made in place: exec).
+func (r *recorder) started(k *call, now int64) {
+	if r == nil || k.traceID == 0 || now == 0 {
+		return
+	}
+	r.mu.Lock()
+	if s := r.slot(k); s != nil {
+		s.learnStart(now)
+	}
+	r.mu.Unlock()
+}
+
+// learnStart fills in a start not yet known; r.mu is held.
+func (s *traceSlot) learnStart(now int64) {
+	if s.started == 0 && now != 0 {
+		s.started = now
+		if s.issued == 0 {
+			s.issued = now
+		}
+	}
+}
+
 // end records how k ended. Only a failure reads the clock: a call that
 // completed is known by its start, and the hot path stays short.
 func (r *recorder) end(k *call, err error) {
@@ -263,6 +286,7 @@ func (r *recorder) endLocked(k *call, err error, now int64, msg string) {
 		return
 	}
 	if s := r.slot(k); s != nil {
+		s.learnStart(k.ctx.startUnix())
 		s.state = tsDone
 		if err != nil {
 			// Keep p: whom it waited on is what a dump is read for.

@@ -15,7 +15,9 @@ func BenchmarkRecorderCall(b *testing.B) {
 	var mu sync.Mutex
 	r := newRecorder(func(string) string { return "" }, &mu)
 	c := &Comm{shared: &shared{}}
-	k := &call{c: c, op: "all_reduce", p: &peers{tag: 5}, count: 2, root: -1}
+	k := new(call)
+	k.c, k.op, k.p, k.count, k.root = c, "all_reduce", new(peers), 2, -1
+	k.p.tag = 5
 	k.ctx.init(context.Background(), time.Minute)
 	b.ReportAllocs()
 	for b.Loop() {
