@@ -82,6 +82,53 @@ func TestDumpTrace(t *testing.T) {
 	}
 }
 
+// A dump taken while a call waits says since when: a board call made in
+// place is recorded before it reads the clock (it reads it once its slot
+// is published), and tells the recorder its start when it starts to wait.
+func TestDumpTraceWhileWaiting(t *testing.T) {
+	comms, err := goccl.NewLocal(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	ctx := context.Background()
+	begin := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- comms[0].AllReduce(ctx, make([]float32, 2), reduceop.Sum) }() // rank 1 is late
+	var last []flight.Entry
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var dump bytes.Buffer
+		if err := comms[0].DumpTrace(&dump); err != nil {
+			t.Fatal(err)
+		}
+		_, es, err := flight.Read(&dump)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = es
+		if len(es) == 1 && es[0].State == flight.Started && !es[0].Started.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 0 waits in its allreduce, and its dump says %+v: want the call started, with its time", last)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if s := last[0].Started; s.Before(begin.Add(-time.Second)) || s.After(time.Now().Add(time.Second)) {
+		t.Errorf("started %v, outside the test's run (from %v)", s, begin)
+	}
+	if err := comms[1].AllReduce(ctx, make([]float32, 2), reduceop.Sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A stall aborts the communicator, and every rank dumps its record to
 // GOCCL_TRACE_DIR: the stalled call shows as failed on the ranks that
 // waited, with whom they waited on, and as never entered on the rank that
