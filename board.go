@@ -409,15 +409,34 @@ func (b *board) run(ctx context.Context, k *call) error {
 
 // allReduce is the board's allreduce of k: every rank reduces all the
 // slots, in rank order, into k.boardBuf.
+//
+// A rank takes its own contribution from buf (rank 0) or from a copy
+// made before buf is overwritten (k.mine), not from its slot: the peers
+// have just read the slot's line, and the processor may have handed the
+// line over to them (AMD's migratory sharing), so that reading it back
+// costs one more transfer of a line on every call, about as much as the
+// exchange itself (BENCHMARKS.md). A payload larger than k.mine is read
+// back from the slot.
 func (b *board) allReduce(ctx context.Context, k *call) error {
 	p, buf := k.p, k.boardBuf
 	seq := uint64(p.tag) & (tagP2P - 1)
 	if err := b.post(ctx, k, seq, buf); err != nil {
 		return err
 	}
-	copy(buf, b.payload(seq, 0, len(buf)))
+	mine := b.payload(seq, b.me, len(buf))
+	if b.me > 0 {
+		if len(buf) <= len(k.mine) {
+			mine = k.mine[:len(buf)]
+			copy(mine, buf)
+		}
+		copy(buf, b.payload(seq, 0, len(buf)))
+	}
 	for q := 1; q < b.n; q++ {
-		if err := p.Reduce(buf, b.payload(seq, q, len(buf))); err != nil {
+		src := mine
+		if q != b.me {
+			src = b.payload(seq, q, len(buf))
+		}
+		if err := p.Reduce(buf, src); err != nil {
 			return err
 		}
 	}

@@ -72,6 +72,7 @@ type callHead struct {
 	prev     uint64
 	boardBuf []byte
 	boardOp  reduceop.Op
+	mine     [boardLine]byte // a board allreduce's own contribution (board.allReduce)
 	arFn     algo.AllReduceFunc
 	arView   view
 
