@@ -21,15 +21,7 @@ import (
 // transport/mem; b.SetBytes counts the message size as nccl-tests does, so
 // MB/s is algbw.
 func benchCollective(b *testing.B, n int, a algo.Algorithm, size int, f func(ctx context.Context, c *goccl.Comm, buf, out []float32) error, opts ...goccl.Option) {
-	comms, err := goccl.NewLocal(n, append(opts, goccl.WithAlgorithm(a))...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
+	comms := localComms(b, n, append(opts, goccl.WithAlgorithm(a))...)
 	ctx := context.Background()
 	count := size / 4
 	b.SetBytes(int64(size))

@@ -638,16 +638,24 @@ func TestGroups(t *testing.T) {
 	})
 }
 
-func TestInvalidArguments(t *testing.T) {
-	comms, err := goccl.NewLocal(2)
+// localComms returns n goroutine ranks over transport/mem (goccl.NewLocal),
+// closed when the test ends.
+func localComms(t testing.TB, n int, opts ...goccl.Option) []*goccl.Comm {
+	t.Helper()
+	comms, err := goccl.NewLocal(n, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, c := range comms {
 			c.Close()
 		}
-	}()
+	})
+	return comms
+}
+
+func TestInvalidArguments(t *testing.T) {
+	comms := localComms(t, 2)
 	ctx := context.Background()
 	c := comms[0]
 	cases := map[string]error{

@@ -86,15 +86,7 @@ func TestDumpTrace(t *testing.T) {
 // place is recorded before it reads the clock (it reads it once its slot
 // is published), and tells the recorder its start when it starts to wait.
 func TestDumpTraceWhileWaiting(t *testing.T) {
-	comms, err := goccl.NewLocal(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
+	comms := localComms(t, 2)
 	ctx := context.Background()
 	begin := time.Now()
 	done := make(chan error, 1)
