@@ -13,14 +13,16 @@ import (
 // the goroutine that will complete it run on this processor when there
 // are more goroutines than processors.
 //
-// It adapts, as transport/tcp's socket poll does: polls that succeed earn
-// credit (up to spinStreak); one that runs out of time costs half of it,
-// and one that finds it lost its thread (a gap of spinGap between two
-// polls: the machine has more runnable threads than cores) costs all of
-// it. Without credit nobody spins for a pause of 1 to 16 ms, doubling
-// each time spinning stops without having earned full credit since. The
-// state is shared by all the endpoint's waiters and kept with atomics;
-// concurrent waiters may update it loosely, which only shifts a pause.
+// It adapts: polls that succeed earn credit (up to spinStreak); one that
+// runs out of time costs half of it, and one that finds it lost its
+// thread (a gap of SpinGap between two polls: the machine has more
+// runnable threads than cores) costs all of it. Without credit nobody
+// spins for a pause of 1 to 16 ms, doubling each time spinning stops
+// without having earned full credit since. The state is kept with
+// atomics, so that one Spinner can serve all of an endpoint's waiters;
+// concurrent waiters may update it loosely, which only shifts a pause. A
+// transport that polls in its own way (transport/tcp's socket reads)
+// asks Begin how long it may poll and tells End how the poll went.
 type Spinner struct {
 	max    time.Duration
 	credit atomic.Int32
@@ -28,10 +30,14 @@ type Spinner struct {
 	resume atomic.Int64 // UnixNano before which nobody spins; 0: spinning
 }
 
-// Limits of Spinner's adaptation.
+// SpinGap is the time between two looks at the clock in which a poll
+// has lost its core to another thread: the poll stops.
+const SpinGap = 200 * time.Microsecond
+
+// Limits of Spinner's adaptation: spinStreak is the most credit, how many
+// polls in a row must pay for the pause to start again from spinPauseMin.
 const (
 	spinStreak   = 8
-	spinGap      = 200 * time.Microsecond
 	spinPauseMin = time.Millisecond
 	spinPauseMax = 16 * time.Millisecond
 )
@@ -43,6 +49,40 @@ func NewSpinner(d time.Duration) *Spinner { return &Spinner{max: d} }
 // Max is the longest one wait spins.
 func (s *Spinner) Max() time.Duration { return s.max }
 
+// Begin returns how long a wait that starts at now may poll: Max, or 0
+// while spinning is paused or where it never spins.
+func (s *Spinner) Begin(now time.Time) time.Duration {
+	if s == nil || s.max <= 0 {
+		return 0
+	}
+	if r := s.resume.Load(); r != 0 {
+		if now.UnixNano() < r {
+			return 0
+		}
+		s.resume.Store(0)
+	}
+	return s.max
+}
+
+// End records how a poll that Begin allowed ended, at now: it got what it
+// waited for, or it lost its core (a gap of SpinGap), or else its time ran
+// out.
+func (s *Spinner) End(now time.Time, got, preempted bool) {
+	switch {
+	case got:
+		if c := s.credit.Add(1); c >= spinStreak {
+			s.credit.Store(spinStreak)
+			s.pause.Store(0)
+		}
+	case preempted:
+		s.stop(now)
+	default:
+		if s.credit.Add(-spinStreak/2) < 0 {
+			s.stop(now)
+		}
+	}
+}
+
 // Wait polls ready until it returns true or the spin time is over, and
 // reports ready's last answer. It never blocks.
 func (s *Spinner) Wait(ready func() bool) bool {
@@ -53,34 +93,22 @@ func (s *Spinner) Wait(ready func() bool) bool {
 		return false
 	}
 	now := time.Now()
-	if r := s.resume.Load(); r != 0 {
-		if now.UnixNano() < r {
-			return false
-		}
-		s.resume.Store(0)
+	if s.Begin(now) == 0 {
+		return false
 	}
 	end, last := now.Add(s.max), now
 	for i := 1; ; i++ {
 		runtime.Gosched()
 		if ready() {
-			if c := s.credit.Add(1); c >= spinStreak {
-				s.credit.Store(spinStreak)
-				s.pause.Store(0)
-			}
+			s.End(last, true, false)
 			return true
 		}
 		if i&3 != 0 {
 			continue
 		}
 		t := time.Now()
-		if t.Sub(last) > spinGap {
-			s.stop(t)
-			return false
-		}
-		if t.After(end) {
-			if s.credit.Add(-spinStreak/2) < 0 {
-				s.stop(t)
-			}
+		if gap, over := t.Sub(last) > SpinGap, t.After(end); gap || over {
+			s.End(t, false, gap)
 			return false
 		}
 		last = t

@@ -59,6 +59,87 @@ func TestSpinnerAdapts(t *testing.T) {
 	}
 }
 
+// Begin and End: a transport that polls in its own way (transport/tcp)
+// polls while polls pay, stops after polls that time out or lose
+// their core, and tries again after pauses that double until polling has
+// paid for a while.
+func TestSpinnerBeginEnd(t *testing.T) {
+	const spin = 50 * time.Microsecond
+	s := NewSpinner(spin)
+	now := time.Unix(1000, 0)
+	polls := func(at time.Time) bool {
+		t.Helper()
+		switch d := s.Begin(at); d {
+		case 0:
+			return false
+		case spin:
+			return true
+		default:
+			t.Fatalf("poll of %v", d)
+			return false
+		}
+	}
+	for range spinStreak {
+		if !polls(now) {
+			t.Fatal("a fresh spinner does not poll")
+		}
+		s.End(now, true, false)
+	}
+	// With full credit, a poll that times out now and then is borne.
+	var n int
+	for n = 1; n < 10; n++ {
+		if !polls(now) {
+			break
+		}
+		s.End(now, false, false)
+	}
+	if n != 4 {
+		t.Fatalf("polling stopped after %d polls that timed out, want 3", n-1)
+	}
+	// A pause, then a try, whose failure doubles the pause.
+	pause := spinPauseMin
+	for range 8 {
+		if polls(now.Add(pause - time.Microsecond)) {
+			t.Fatalf("polled into a pause of %v", pause)
+		}
+		now = now.Add(pause)
+		if !polls(now) {
+			t.Fatalf("no poll after a pause of %v", pause)
+		}
+		s.End(now, false, false)
+		pause = min(2*pause, spinPauseMax)
+	}
+	if pause != spinPauseMax {
+		t.Fatalf("pause %v, want %v", pause, spinPauseMax)
+	}
+	// A try that pays, then a poll that does not: the pause stays long.
+	now = now.Add(spinPauseMax)
+	polls(now)
+	s.End(now, true, false)
+	if !polls(now) {
+		t.Fatal("no poll after one that paid")
+	}
+	s.End(now, false, false)
+	if polls(now.Add(spinPauseMax - time.Microsecond)) {
+		t.Fatalf("polled into a pause of %v", spinPauseMax)
+	}
+	now = now.Add(spinPauseMax)
+	// Full credit again, then a poll that lost its core: polling stops at
+	// once, for spinPauseMin.
+	for range spinStreak {
+		polls(now)
+		s.End(now, true, false)
+	}
+	polls(now)
+	s.End(now, false, true)
+	if polls(now) {
+		t.Fatal("polled right after losing the core")
+	}
+	if !polls(now.Add(spinPauseMin)) {
+		t.Fatalf("no poll %v after losing the core", spinPauseMin)
+	}
+}
+
 // Done made while Complete runs: every waiter wakes, Err says the result,
 // and a request completes once.
 func TestReqDoneRacesComplete(t *testing.T) {

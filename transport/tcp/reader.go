@@ -67,7 +67,7 @@ type reader struct {
 	// spin: the holder is a waiter, which polls the socket a little
 	// before it sleeps (spinReader).
 	spin    bool
-	spinner spinner
+	spinner *transport.Spinner // Config.Spin's, this link's own
 	// wctx is the waiter's ctx, which spinReader arms (stop not nil) only
 	// before a read that may block: see readFor.
 	wctx  context.Context
@@ -520,17 +520,6 @@ func (p *peer) idle(t *time.Timer) bool {
 	}
 }
 
-// Polling the socket: see spinReader. Config.Spin bounds one poll.
-const (
-	// spinGap: a poll that sees this much time pass between two reads
-	// lost its core to another thread, and stops.
-	spinGap = 200 * time.Microsecond
-	// Once polling stops paying, it is tried again after a pause of
-	// spinPauseMin to spinPauseMax (see spinner).
-	spinPauseMin = time.Millisecond
-	spinPauseMax = 16 * time.Millisecond
-)
-
 // spinReader is what the bufio.Reader of conns[0] reads from when that is
 // a plain socket. A waiter holding the token that finds the socket empty
 // polls it with non-blocking reads for a while before it sleeps in the
@@ -538,7 +527,8 @@ const (
 // microseconds, and a thread that is still running takes it without the
 // wake-up of a sleeping one on either side (the exchange takes half as
 // long). On a machine with more runnable threads than cores, polling takes
-// the core from someone, perhaps the peer; spinner stops it then.
+// the core from someone, perhaps the peer; the link's transport.Spinner
+// (Config.Spin, adapting as every transport's waiters do) stops it then.
 type spinReader struct {
 	c net.Conn
 	p *peer
@@ -549,7 +539,7 @@ func (s *spinReader) Read(b []byte) (int, error) {
 	if !rd.spin || len(b) == 0 {
 		return s.c.Read(b)
 	}
-	if rd.spinner.max <= 0 {
+	if rd.spinner.Max() <= 0 {
 		s.p.armWait()
 		return s.c.Read(b)
 	}
@@ -558,7 +548,7 @@ func (s *spinReader) Read(b []byte) (int, error) {
 	// this rank's own write returns.
 	n, st := s.tryRead(b)
 	if st == readEmpty {
-		if now := time.Now(); rd.spinner.start(now) > 0 {
+		if now := time.Now(); rd.spinner.Begin(now) > 0 {
 			n, st = s.spin(b, now)
 		}
 	}
@@ -585,7 +575,7 @@ func (s *spinReader) Read(b []byte) (int, error) {
 func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
 	rd := &s.p.rd
 	rd.tryPolls = spinBatch
-	end, last, preempted := now.Add(rd.spinner.max), now, false
+	end, last, preempted := now.Add(rd.spinner.Max()), now, false
 	st = readEmpty
 	for i := 1; st == readEmpty && !s.p.interrupted(); i++ {
 		if i%(16/spinBatch) == 0 {
@@ -596,7 +586,7 @@ func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
 			last = time.Now() // the time another goroutine ran is not a lost core
 		}
 		t := time.Now()
-		if t.Sub(last) > spinGap {
+		if t.Sub(last) > transport.SpinGap {
 			preempted = true
 			break
 		}
@@ -607,7 +597,7 @@ func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
 		n, st = s.tryRead(b)
 	}
 	rd.tryPolls = 0
-	rd.spinner.done(last, st != readEmpty, preempted)
+	rd.spinner.End(last, st != readEmpty, preempted)
 	return n, st
 }
 
@@ -656,55 +646,4 @@ func (rd *reader) readNow(fd uintptr) bool {
 	}
 	rd.tryN, rd.tryErr = readNB(int(fd), rd.tryBuf)
 	return true
-}
-
-// spinner decides whether a waiter polls, and for how long: max
-// (Config.Spin; 0: never). Polls that get the bytes earn
-// credit, up to spinStreak; one that times out costs spinStreak/2, and one
-// that lost its core all of it. Without credit polling stops, to be tried
-// again after a pause, which doubles each time polling stops without
-// having earned full credit since the last stop.
-type spinner struct {
-	max     time.Duration
-	stopped bool
-	credit  int
-	pause   time.Duration // the last pause
-	resume  time.Time     // when to try polling again, once stopped
-}
-
-// spinStreak is the most credit: how many polls in a row must pay for the
-// pause to start again from spinPauseMin.
-const spinStreak = 8
-
-// start returns how long to poll now: 0 for not at all.
-func (s *spinner) start(now time.Time) time.Duration {
-	if s.max <= 0 {
-		return 0
-	}
-	if s.stopped {
-		if now.Before(s.resume) {
-			return 0
-		}
-		s.stopped = false
-	}
-	return s.max
-}
-
-// done records how the poll started last went: whether it got something,
-// or lost its core, and when it ended.
-func (s *spinner) done(now time.Time, got, preempted bool) {
-	switch {
-	case got:
-		if s.credit = min(s.credit+1, spinStreak); s.credit == spinStreak {
-			s.pause = 0
-		}
-		return
-	case !preempted:
-		if s.credit -= spinStreak / 2; s.credit >= 0 {
-			return
-		}
-	}
-	s.stopped, s.credit = true, 0
-	s.pause = min(max(2*s.pause, spinPauseMin), spinPauseMax)
-	s.resume = now.Add(s.pause)
 }

@@ -261,85 +261,6 @@ func TestWaiterSeesEOF(t *testing.T) {
 	}
 }
 
-// spinner polls while polls pay, stops after polls that time out or lose
-// their core, and tries again after pauses that double until polling has
-// paid for a while.
-func TestSpinnerAdapts(t *testing.T) {
-	s := spinner{max: DefaultSpin}
-	now := time.Unix(1000, 0)
-	polls := func(at time.Time) bool {
-		t.Helper()
-		switch d := s.start(at); d {
-		case 0:
-			return false
-		case DefaultSpin:
-			return true
-		default:
-			t.Fatalf("poll of %v", d)
-			return false
-		}
-	}
-	for range spinStreak {
-		if !polls(now) {
-			t.Fatal("a fresh spinner does not poll")
-		}
-		s.done(now, true, false)
-	}
-	// With full credit, a poll that times out now and then is borne.
-	var n int
-	for n = 1; n < 10; n++ {
-		if !polls(now) {
-			break
-		}
-		s.done(now, false, false)
-	}
-	if n != 4 {
-		t.Fatalf("polling stopped after %d polls that timed out, want 3", n-1)
-	}
-	// A pause, then a try, whose failure doubles the pause.
-	pause := spinPauseMin
-	for range 8 {
-		if polls(now.Add(pause - time.Microsecond)) {
-			t.Fatalf("polled into a pause of %v", pause)
-		}
-		now = now.Add(pause)
-		if !polls(now) {
-			t.Fatalf("no poll after a pause of %v", pause)
-		}
-		s.done(now, false, false)
-		pause = min(2*pause, spinPauseMax)
-	}
-	if pause != spinPauseMax {
-		t.Fatalf("pause %v, want %v", pause, spinPauseMax)
-	}
-	// A try that pays, then a poll that does not: the pause stays long.
-	now = now.Add(spinPauseMax)
-	polls(now)
-	s.done(now, true, false)
-	if !polls(now) {
-		t.Fatal("no poll after one that paid")
-	}
-	s.done(now, false, false)
-	if polls(now.Add(spinPauseMax - time.Microsecond)) {
-		t.Fatalf("polled into a pause of %v", spinPauseMax)
-	}
-	now = now.Add(spinPauseMax)
-	// Full credit again, then a poll that lost its core: polling stops at
-	// once, for spinPauseMin.
-	for range spinStreak {
-		polls(now)
-		s.done(now, true, false)
-	}
-	polls(now)
-	s.done(now, false, true)
-	if polls(now) {
-		t.Fatal("polled right after losing the core")
-	}
-	if !polls(now.Add(spinPauseMin)) {
-		t.Fatalf("no poll %v after losing the core", spinPauseMin)
-	}
-}
-
 // Config.Spin: a waiter polls the socket for that long before it sleeps,
 // and with a negative Spin never polls (no non-blocking read at all).
 func TestSpinConfig(t *testing.T) {
@@ -355,7 +276,7 @@ func TestSpinConfig(t *testing.T) {
 		}
 		for _, e := range eps {
 			p := e.peers[1-e.rank].Load()
-			if got := p.rd.spinner.start(time.Now()); got != want {
+			if got := p.rd.spinner.Begin(time.Now()); got != want {
 				t.Errorf("Spin %v: the spinner polls for %v, want %v", spin, got, want)
 			}
 		}
