@@ -56,8 +56,9 @@ type callHead struct {
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
 
-	traceID uint64  // the flight recorder's number for it (trace.go), 0: none
-	ctx     callCtx // what it runs under (exec)
+	traceID   uint64  // the flight recorder's number for it (trace.go), 0: none
+	traceSlot int     // the index of its slot in the recorder's ring
+	ctx       callCtx // what it runs under (exec)
 
 	// The latency-bound calls have no run, so that they need no closure,
 	// and come from callPool (newPooledCall), where do puts them back

@@ -72,7 +72,9 @@ func (c *Comm) orderLocked(k *call) (prev uint64) {
 // numbers that this makes retired: (from, to]. c.shared.calls is held.
 func (c *Comm) finishLocked(seq uint64) (from, to uint64) {
 	t := &c.track
-	if i := slices.Index(t.inflight, seq); i >= 0 {
+	if n := len(t.inflight); n > 0 && t.inflight[n-1] == seq {
+		t.inflight = t.inflight[:n-1] // the latest call ends first: every synchronous one
+	} else if i := slices.Index(t.inflight, seq); i >= 0 {
 		t.inflight = slices.Delete(t.inflight, i, i+1)
 	}
 	to = t.seq & (tagP2P - 1) // the last call ordered
