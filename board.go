@@ -287,7 +287,9 @@ func (b *board) free(prev uint64) bool {
 		if ack < prev {
 			return false
 		}
-		b.learn(m, row, ack)
+		if m != b.me { // its own ack is never looked up in known
+			b.learn(m, row, ack)
+		}
 	}
 	return true
 }
