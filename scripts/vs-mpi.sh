@@ -73,18 +73,21 @@ mpi() { # btl bytes iters warmup
 	mpirun --allow-run-as-root $MPIRUN_FLAGS -np 2 --bind-to core --mca pml ob1 --mca btl "self,$1" \
 		--mca btl_tcp_if_include lo "$tmp/allreduce" "$2" "$3" "$4" 2>/dev/null | tail -1
 }
-gbench() { # transport bytes iters warmup: time_us of the CSV row
-	"$tmp/goccl" bench -q -transport "$1" -n 2 -op allreduce -b "$2" -e "$2" -iters "$3" -w "$4" -format csv |
-		tail -1 | cut -d, -f10
+gbench() { # transport bytes iters warmup: time_us, from the JSON (the CSV rounds it to 0.01 us)
+	"$tmp/goccl" bench -q -transport "$1" -n 2 -op allreduce -b "$2" -e "$2" -iters "$3" -w "$4" -format json |
+		sed -n 's/.*"time_us": *\([0-9.e+-]*\).*/\1/p'
 }
 
 sizes="8 1048576 67108864"
-# 8 B: 100,000 calls after 20,000 warm-up calls. After 2,000 warm-up calls
+# 8 B: 500,000 calls after 20,000 warm-up calls. After 2,000 warm-up calls
 # (under a millisecond at 0.3 us) goccl-shm's next 20,000 measured 0.31-0.48
 # us, after 20,000 0.25-0.33: a Go process's first milliseconds run slower
-# than its steady state, which is what a training loop sees. Every path gets
-# the same counts.
-iters() { case $1 in 8) echo 100000 ;; 1048576) echo 400 ;; *) echo 20 ;; esac; }
+# than its steady state, which is what a training loop sees. 100,000 calls
+# on shm (30 ms) caught single moments of this machine's swings: goccl-shm
+# against vader ranged 0.75x to 1.62x round by round on 2026-11-27, where
+# runs of 600,000 alternated gave 1.1-1.2x every time. Every path gets the
+# same counts (TCP's 8 bytes: about 5 s a run).
+iters() { case $1 in 8) echo 500000 ;; 1048576) echo 400 ;; *) echo 20 ;; esac; }
 warm() { case $1 in 8) echo 20000 ;; 1048576) echo 40 ;; *) echo 3 ;; esac; }
 paths="goccl-shm goccl-tcp goccl-mem ompi-vader ompi-tcp"
 
