@@ -33,7 +33,11 @@ func exchange(c net.Conn, n, iters int) error {
 	var got, want int
 	total := n * iters
 	var rerr error
-	stale := time.Now().Add(10 * time.Second) // a peer that stopped answering
+	// A peer that stopped answering: 10 s without a byte. The deadline
+	// moves on at the polls' looks at the clock whenever bytes came in
+	// since the last look, so the exchange's own reads read no clock.
+	const quiet = 10 * time.Second
+	stale, seen := time.Now().Add(quiet), 0
 	read := func(fd uintptr) bool {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		for polls := 1; ; polls++ {
@@ -47,8 +51,11 @@ func exchange(c net.Conn, n, iters int) error {
 			}
 			if polls%64 == 0 {
 				runtime.Gosched()
-				if time.Now().After(stale) {
-					rerr = errors.New("exchange: no answer for 10s")
+				switch now := time.Now(); {
+				case got != seen:
+					seen, stale = got, now.Add(quiet)
+				case now.After(stale):
+					rerr = fmt.Errorf("exchange: no answer for %v", quiet)
 					return true
 				}
 			}
