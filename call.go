@@ -207,7 +207,7 @@ func (k *call) exec(ctx context.Context) error {
 // since when.
 func (k *call) waits() {
 	k.ctx.begin()
-	k.c.shared.flight.started(k, k.ctx.startUnix())
+	k.c.shared.flight.start(k, k.ctx.startUnix())
 }
 
 // body runs the call's collective (exec has set up the rest).

@@ -228,30 +228,16 @@ func (r *recorder) slot(k *call) *traceSlot {
 	return s
 }
 
-// start records that k, an async call, runs since now (Unix
-// nanoseconds).
+// start records that k runs since now (Unix nanoseconds): an async call
+// when exec takes it up, a board call made in place, recorded before it
+// read its clock, when it first waits (call.waits).
 func (r *recorder) start(k *call, now int64) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
 	r.mu.Lock()
 	if s := r.slot(k); s != nil {
-		s.state, s.started = tsStarted, now
-		if s.issued == 0 {
-			s.issued = now
-		}
-	}
-	r.mu.Unlock()
-}
-
-// started records when k started, for a call recorded as started at a
-// time not yet known (a board call made in place: exec).
-func (r *recorder) started(k *call, now int64) {
-	if r == nil || k.traceID == 0 || now == 0 {
-		return
-	}
-	r.mu.Lock()
-	if s := r.slot(k); s != nil {
+		s.state = tsStarted
 		s.learnStart(now)
 	}
 	r.mu.Unlock()
