@@ -11,6 +11,7 @@ import (
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/internal/clock"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -56,9 +57,10 @@ type callHead struct {
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
 
-	traceID   uint64  // the flight recorder's number for it (trace.go), 0: none
-	traceSlot int     // the index of its slot in the recorder's ring
-	ctx       callCtx // what it runs under (exec)
+	traceID   uint64      // the flight recorder's number for it (trace.go), 0: none
+	traceSlot int         // the index of its slot in the recorder's ring
+	started   clock.Stamp // when it started running on this rank, for the recorder; 0: not yet
+	ctx       callCtx     // what it runs under (exec)
 
 	// The latency-bound calls have no run, so that they need no closure,
 	// and come from callPool (newPooledCall), where do puts them back
@@ -114,16 +116,18 @@ func (k *call) exec(ctx context.Context) error {
 	caller := ctx
 	// The clock is read once, before the call is ordered, so that the
 	// flight recorder takes a call made in place as issued and started
-	// in one step. A call on the board made in place reads it later,
-	// once its slot is published (board.post, callCtx.begin): the
-	// recorder takes it as started at a time not yet known, and learns
-	// the time when the call waits or ends.
+	// in one step. A call on the board made in place reads none here: it
+	// stamps its start once its slot is published (board.post), and its
+	// context starts only if something waits on it (callCtx.prepare).
+	// The recorder takes it as started at a time not yet known, and
+	// learns the time when the call waits or ends.
 	live := c.live()
 	if live {
 		if k.onBoard && k.p.tag == 0 {
 			k.ctx.prepare(caller, c.opts.timeout)
 		} else {
 			k.ctx.init(caller, c.opts.timeout)
+			k.started = clock.Now()
 		}
 	}
 	if k.p != nil && k.p.tag == 0 {
@@ -135,7 +139,7 @@ func (k *call) exec(ctx context.Context) error {
 		// asks it).
 		k.take(false, live)
 	} else if live {
-		rec.start(k, k.ctx.startUnix()) // an async call, ordered when it was made
+		rec.start(k, k.started) // an async call, ordered when it was made
 	}
 	if err := c.usable(k.op); err != nil {
 		return err
@@ -171,7 +175,7 @@ func (k *call) exec(ctx context.Context) error {
 			// Find who the ranks stuck in this call are all waiting on.
 			err = c.blameStall(ge)
 		}
-		k.ctx.begin() // a board call that failed before it published: started now
+		k.stamp() // a board call that failed before it published: started now
 		rec.end(k, err)
 		if !errors.Is(err, ErrInvalid) {
 			c.abort(err)
@@ -201,13 +205,21 @@ func (k *call) exec(ctx context.Context) error {
 	return nil
 }
 
-// waits tells the flight recorder, before k first waits, when k started,
-// if it has not been told: a board call made in place is recorded before
-// its clock is read (exec), and a dump of a call that stalls must say
-// since when.
+// waits starts k's context, and tells the flight recorder when k
+// started if it has not been told, before k first waits: a board call
+// made in place is recorded before its start is known (exec), and a dump
+// of a call that stalls must say since when.
 func (k *call) waits() {
+	k.stamp()
 	k.ctx.begin()
-	k.c.shared.flight.start(k, k.ctx.startUnix())
+	k.c.shared.flight.start(k, k.started)
+}
+
+// stamp notes that k has started, now, unless it knew already.
+func (k *call) stamp() {
+	if k.started == 0 {
+		k.started = clock.Now()
+	}
 }
 
 // body runs the call's collective (exec has set up the rest).

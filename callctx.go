@@ -22,12 +22,14 @@ import (
 // the standard cancelCtx underneath and attaches to it without a
 // goroutine.
 //
-// A call on the board may start its context late (prepare, then begin):
-// the clock is read once the call's slot is published, while the peers'
-// slots are on their way, instead of on the path from the previous call's
-// end to this one's publication, where every nanosecond is the call's
-// (board.go). Until begin, the context has no start and no deadline; its
-// owner begins it before anything waits on it.
+// A call on the board starts its context late (prepare, then begin):
+// only if something waits on it, or asks for its deadline. A call that
+// finds every peer's slot on the board within its polls reads no
+// monotonic clock at all (board.go): the clock is on the path of the last
+// rank to arrive, which every other rank waits for. Its timeout then
+// counts from its first wait, a few microseconds after its start at most.
+// Until begin, the context has no start and no deadline; its owner begins
+// it before anything waits on it.
 type callCtx struct {
 	parent  context.Context
 	start   time.Duration // when the context began, as time since epoch
@@ -46,19 +48,6 @@ var epoch = time.Now()
 
 // sinceEpoch is the monotonic time now, as time since epoch.
 func sinceEpoch() time.Duration { return time.Since(epoch) }
-
-// epochUnix is epoch in Unix nanoseconds: a time since epoch plus it is
-// the wall clock's reading then, as the flight recorder keeps times.
-var epochUnix = epoch.UnixNano()
-
-// startUnix is when the context began, in Unix nanoseconds; 0 while it
-// is pending or if it never started.
-func (c *callCtx) startUnix() int64 {
-	if c.pending || c.parent == nil { // pending, or never started (exec on a closed communicator)
-		return 0
-	}
-	return epochUnix + int64(c.start)
-}
 
 type armedCtx struct {
 	ctx    context.Context

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goccl/goccl/internal/clock"
 	"github.com/goccl/goccl/internal/flight"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -32,9 +33,10 @@ import (
 // the recorder off). It has no lock of its own: a call is ordered and
 // recorded in one critical section (shared.calls), and a call that
 // succeeds is recorded as done and finished in another. Its slots are
-// plain fields (the entry is built at dump time), and it reads no clock
-// of its own on success (the start time is the one exec's context reads;
-// BENCHMARKS.md). GOCCL_TRACE_CALLER=1 also records the user's function
+// plain fields (the entry is built at dump time), and its times are
+// internal/clock Stamps, converted at dump time: a successful call reads
+// one, its start, which on amd64 is the processor's counter (12 ns, where
+// the monotonic clock takes 33; BENCHMARKS.md). GOCCL_TRACE_CALLER=1 also records the user's function
 // that made each call, for 0.1-0.3 us more.
 
 // DefaultTraceBuffer is how many recent calls the flight recorder keeps.
@@ -74,9 +76,9 @@ type traceSlot struct {
 	dt      reduceop.DType
 	redop   reduceop.Op
 	state   traceState
-	issued  int64 // Unix nanoseconds; 0: not known
-	started int64
-	ended   int64
+	issued  clock.Stamp // 0: not known
+	started clock.Stamp
+	ended   clock.Stamp
 	callers [6]uintptr
 }
 
@@ -90,20 +92,6 @@ const (
 )
 
 var traceStates = [...]string{tsIssued: flight.Issued, tsStarted: flight.Started, tsDone: flight.Done, tsFailed: flight.Failed}
-
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNano(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
-}
 
 // newRecorder returns the recorder GOCCL_TRACE_BUFFER and GOCCL_TRACE_DIR
 // ask for, under mu, or nil when it is off.
@@ -160,14 +148,15 @@ func (r *recorder) close() {
 // traceStamp is what issueLocked records beside the call's own fields,
 // read before the lock is taken: the time and the callers.
 type traceStamp struct {
-	now     int64 // Unix nanoseconds, or 0
+	now     clock.Stamp // or 0
 	started bool
 	pcs     [6]uintptr
 }
 
 // stamp prepares the record of a call about to be ordered. An async one
 // reads the clock here; one made in place that is about to run (started)
-// is recorded as started at once, at the time its context began.
+// is recorded as started at once, at the time exec stamped (none yet for
+// a board call, which learns it later).
 func (r *recorder) stamp(st *traceStamp, k *call, async, started bool) {
 	if r == nil {
 		return
@@ -177,9 +166,9 @@ func (r *recorder) stamp(st *traceStamp, k *call, async, started bool) {
 	}
 	switch {
 	case async:
-		st.now = time.Now().UnixNano()
+		st.now = clock.Now()
 	case started:
-		st.now, st.started = k.ctx.startUnix(), true
+		st.now, st.started = k.started, true
 	}
 }
 
@@ -228,10 +217,10 @@ func (r *recorder) slot(k *call) *traceSlot {
 	return s
 }
 
-// start records that k runs since now (Unix nanoseconds): an async call
-// when exec takes it up, a board call made in place, recorded before it
-// read its clock, when it first waits (call.waits).
-func (r *recorder) start(k *call, now int64) {
+// start records that k runs since now: an async call when exec takes it
+// up, a board call made in place, recorded before it stamped its start,
+// when it first waits (call.waits).
+func (r *recorder) start(k *call, now clock.Stamp) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
@@ -244,7 +233,7 @@ func (r *recorder) start(k *call, now int64) {
 }
 
 // learnStart fills in a start not yet known; r.mu is held.
-func (s *traceSlot) learnStart(now int64) {
+func (s *traceSlot) learnStart(now clock.Stamp) {
 	if s.started == 0 && now != 0 {
 		s.started = now
 		if s.issued == 0 {
@@ -259,24 +248,24 @@ func (r *recorder) end(k *call, err error) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
-	var now time.Time
+	var now clock.Stamp
 	var msg string
 	if err != nil {
-		now, msg = time.Now(), err.Error()
+		now, msg = clock.Now(), err.Error()
 	}
 	r.mu.Lock()
-	r.endLocked(k, err, unixNano(now), msg)
+	r.endLocked(k, err, now, msg)
 	r.mu.Unlock()
 }
 
 // endLocked is end's record, with the time and message of a failure;
 // r.mu is held.
-func (r *recorder) endLocked(k *call, err error, now int64, msg string) {
+func (r *recorder) endLocked(k *call, err error, now clock.Stamp, msg string) {
 	if r == nil || k.traceID == 0 {
 		return
 	}
 	if s := r.slot(k); s != nil {
-		s.learnStart(k.ctx.startUnix())
+		s.learnStart(k.started)
 		s.state = tsDone
 		if err != nil {
 			// Keep p: whom it waited on is what a dump is read for.
@@ -293,6 +282,7 @@ func (r *recorder) entries() []flight.Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []flight.Entry
+	sc := clock.Calibrate()
 	size := uint64(len(r.slots))
 	first := uint64(1)
 	if r.n > size {
@@ -306,7 +296,7 @@ func (r *recorder) entries() []flight.Entry {
 		e := flight.Entry{
 			Group: s.group, Seq: s.seq, Op: s.op, Count: s.count, Root: s.root, Algo: s.algo,
 			State: traceStates[s.state], Error: s.err,
-			Issued: fromUnixNano(s.issued), Started: fromUnixNano(s.started), Ended: fromUnixNano(s.ended),
+			Issued: sc.Time(s.issued), Started: sc.Time(s.started), Ended: sc.Time(s.ended),
 		}
 		if s.dt.Valid() {
 			e.DType = s.dt.String()
