@@ -448,7 +448,31 @@ func (b *board) allReduce(ctx context.Context, k *call) error {
 		}
 	}
 	b.ack(seq)
+	b.prefetch(seq + 1)
 	return nil
+}
+
+// prefetch asks the processor, as a board call ends, for the lines that
+// the next call (next) touches first if it runs on the board too: this
+// rank's slot in next's row, to write, and the peers' slots there, to
+// read. The peers are done with that slot of this rank (they read it in
+// call next-2, before they posted call next-1, which this rank has just
+// read), so taking it from them costs them nothing, and the store that
+// publishes call next finds the line owned instead of waiting for it to
+// come back from the last reader. A peer that has posted call next
+// already (the last rank to arrive finds them all there) has its line on
+// the way too. These are hints: a wrong guess costs a line transfer off
+// the call's path (BENCHMARKS.md).
+func (b *board) prefetch(next uint64) {
+	row := int(next & 1)
+	for q := 0; q < b.n; q++ {
+		p := unsafe.Pointer(&b.mem[b.slotOff(row, q)])
+		if q == b.me {
+			cpu.PrefetchW(p)
+		} else {
+			cpu.Prefetch(p)
+		}
+	}
 }
 
 // barrier is the board's barrier: a post of nothing.
@@ -458,6 +482,7 @@ func (b *board) barrier(ctx context.Context, k *call) error {
 		return err
 	}
 	b.ack(seq)
+	b.prefetch(seq + 1)
 	return nil
 }
 

@@ -1,3 +1,4 @@
-// Package cpu holds what a spin-wait needs from the processor and Go does
-// not offer: Relax, the spin-loop hint.
+// Package cpu holds what goccl's hot paths need from the processor and Go
+// does not offer: Relax, the spin-loop hint, and Prefetch and PrefetchW,
+// the hints that bring a cache line in ahead of its use.
 package cpu
