@@ -222,15 +222,19 @@ func acceptLoop(ctx context.Context, ln net.Listener, cfg *Config, t *table, log
 				}
 				c.Close()
 				if rank < 0 {
-					// A stranger: no well-formed hello.
+					// A stranger: no well-formed hello. What it sent is
+					// noted even if Connect has ended meanwhile: this
+					// goroutine may run only after the last link is up
+					// (TestStrangerGarbage lost its log line that way,
+					// once in a CI run under the race detector).
 					switch {
+					case errors.Is(err, errRefused) || isTLSError(err):
+						refused.note(log, refusedGarbage, remote, err)
 					case ctx.Err() != nil:
-						// Connect is over; nothing to report.
+						// Cut off because Connect is over; nothing to report.
 						log.Debug("tcp: dropped a connection in its hello as Connect ended", "remote", remote, "err", err)
 					case errors.Is(hctx.Err(), context.DeadlineExceeded):
 						refused.note(log, refusedSilent, remote, fmt.Errorf("no hello within %v", cfg.HandshakeTimeout))
-					case errors.Is(err, errRefused) || isTLSError(err):
-						refused.note(log, refusedGarbage, remote, err)
 					default:
 						refused.note(log, refusedClosed, remote, err)
 					}
