@@ -393,3 +393,58 @@ func newComms(t *testing.T, eps []transport.Endpoint, each func(r int, ep transp
 	}
 	return comms
 }
+
+// A board call whose peer never comes times out, naming that peer, within
+// the communicator's timeout: the call's context starts only when it
+// waits (callCtx.prepare), and a wait still ends at the deadline.
+func TestBoardStallTimesOut(t *testing.T) {
+	const n, absent, timeout = 3, 1, 1500 * time.Millisecond
+	comms, err := goccl.NewLocal(n, goccl.WithTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	if a := comms[0].AlgorithmFor(algo.AllReduce, 4); a != "board" {
+		t.Fatalf("a 4-byte allreduce runs with %q, want the board", a)
+	}
+	errs := make([]error, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		if r == absent {
+			continue
+		}
+		wg.Go(func() {
+			start := time.Now()
+			errs[r] = c.AllReduce(context.Background(), []float32{1}, reduceop.Sum)
+			took[r] = time.Since(start)
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout + 30*time.Second):
+		t.Fatalf("the board call still waits %v after its timeout", 30*time.Second) // the deferred Close ends it
+	}
+	for r, err := range errs {
+		if r == absent {
+			continue
+		}
+		var ge *goccl.Error
+		switch {
+		case !errors.Is(err, goccl.ErrTimeout) || !errors.As(err, &ge):
+			t.Errorf("rank %d: %v, want ErrTimeout", r, err)
+		case ge.Peer != absent:
+			t.Errorf("rank %d names peer %d, want the absent rank %d: %v", r, ge.Peer, absent, err)
+		case took[r] < timeout:
+			t.Errorf("rank %d gave up after %v, before the timeout", r, took[r])
+		case took[r] > timeout+time.Second+3*time.Second: // the grace, and room for a loaded machine: no hang
+			t.Errorf("rank %d took %v", r, took[r])
+		}
+	}
+}
