@@ -92,7 +92,7 @@ warm() { case $1 in 8) echo 20000 ;; 1048576) echo 40 ;; *) echo 3 ;; esac; }
 paths="goccl-shm goccl-tcp goccl-mem ompi-vader ompi-tcp"
 
 echo "# vs-mpi: $(date -u +%FT%TZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$tmp/goccl" limits | grep -E 'memory copy|shared memory|TCP loopback, one stream, 2|round trip, 2|exchange, polled, 2'
+"$tmp/goccl" limits | grep -E 'memory copy|shared memory|cross-memory|TCP loopback, one stream, 2|round trip, 2|exchange, polled, 2'
 for r in $(seq "$rounds"); do
 	for s in $sizes; do
 		for p in $paths; do

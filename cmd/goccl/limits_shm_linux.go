@@ -37,7 +37,13 @@ import (
 //     line of that row and adds its 8 bytes to its own: a 2-rank 8-byte
 //     allreduce with nothing around it (no fingerprint, no ack, no
 //     timeout, no record), the limit of the board's (board.go in the
-//     root package).
+//     root package);
+//   - cma: the measurer pulls n bytes of the answerer's memory straight
+//     into its own (process_vm_readv, cross-memory attach): the one-copy
+//     path transport/shm takes for a message its ring cannot hold, and
+//     the limit of a large allreduce between two processes;
+//   - cma2: both pull n bytes of the other's memory at once, as the two
+//     ranks of an allreduce do in each of its steps.
 const (
 	shmCmd    = 0   // command word (measurer), its sequence in the low 32 bits
 	shmAck    = 64  // the answerer's echo of the command sequence
@@ -49,6 +55,8 @@ const (
 	shmBase   = 448 // the sequence number a swap command starts after
 	shmSwapM  = 512 // the measurer's two swap rows, a line each
 	shmSwapA  = 640 // the answerer's
+	shmPeerA  = 768 // the answerer's pid, and the address of its n bytes
+	shmPeerM  = 832 // the measurer's
 	shmData   = 4096
 	shmSlot   = 64 << 10
 	shmSlots  = 16
@@ -58,21 +66,57 @@ const (
 	shmCmdPing = 2
 	shmCmdQuit = 3
 	shmCmdSwap = 4
+	shmCmdCMA2 = 5
 
 	// shmStuck: a side that sees no progress from the other for this long
 	// gives up (the other died).
 	shmStuck = 10 * time.Second
 )
 
-// shmFigures are the shared-memory limits, in bytes/s and seconds.
-type shmFigures struct{ copy, rtt, swap float64 }
+// shmFigures are the shared-memory limits, in bytes/s and seconds. cma
+// and cma2 are 0 where the kernel refuses cross-memory attach (ptrace
+// scope, a container's seccomp profile).
+type shmFigures struct{ copy, rtt, swap, cma, cma2 float64 }
 
 func (f shmFigures) rows() []limit {
-	return []limit{
+	rows := []limit{
 		{"shared memory copy, 2 procs", f.copy / 1e9, "GB/s (2 copies, one way)"},
 		{"shared memory cache-line round trip", f.rtt * 1e6, "us"},
 		{"shared memory 8-byte exchange, 2 procs", f.swap * 1e6, "us"},
 	}
+	if f.cma == 0 {
+		return append(rows, limit{"cross-memory attach, 2 procs", 0, "GB/s (refused here: transport/shm copies through its ring)"})
+	}
+	return append(rows,
+		limit{"cross-memory attach, 2 procs", f.cma / 1e9, "GB/s (1 copy, one way)"},
+		limit{"cross-memory attach, both ways at once, 2 procs", f.cma2 / 1e9, "GB/s each way"})
+}
+
+// publish writes this process's pid and the address of b at off, for the
+// other side's pulls.
+func publish(mem []byte, off int, b []byte) {
+	word(mem, off).Store(uint64(os.Getpid()))
+	word(mem, off+8).Store(uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))))
+}
+
+// pull copies len(b) bytes of the process whose pid and address are at
+// off into b, with process_vm_readv.
+func pull(mem []byte, off int, b []byte) error {
+	pid, addr := int(word(mem, off).Load()), uintptr(word(mem, off+8).Load())
+	for len(b) > 0 {
+		local := []unix.Iovec{{Base: &b[0]}}
+		local[0].SetLen(len(b))
+		remote := []unix.RemoteIovec{{Base: addr, Len: len(b)}}
+		n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("process_vm_readv from pid %d: %w", pid, err)
+		}
+		b, addr = b[n:], addr+uintptr(n)
+	}
+	return nil
 }
 
 func word(mem []byte, off int) *atomic.Uint64 {
@@ -175,7 +219,7 @@ func shmProcesses(ctx context.Context, n, runs int) (shmFigures, error) {
 		return shmFigures{}, fmt.Errorf("shared memory measurer: %w", err)
 	}
 	var f shmFigures
-	if _, err := fmt.Sscan(res.String(), &f.copy, &f.rtt, &f.swap); err != nil {
+	if _, err := fmt.Sscan(res.String(), &f.copy, &f.rtt, &f.swap, &f.cma, &f.cma2); err != nil {
 		return shmFigures{}, fmt.Errorf("shared memory measurer said %q: %w", res.String(), err)
 	}
 	return f, nil
@@ -201,7 +245,7 @@ func shmChild(ctx context.Context, measure bool, n, runs int, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, fig.copy, fig.rtt, fig.swap)
+	_, err = fmt.Fprintln(stdout, fig.copy, fig.rtt, fig.swap, fig.cma, fig.cma2)
 	return err
 }
 
@@ -286,9 +330,49 @@ func shmMeasure(ctx context.Context, mem []byte, n, runs, pings int) (f shmFigur
 		base += uint64(pings)
 	}
 	f.swap = median(swaps)
+	if f.cma, f.cma2, err = cmaRates(ctx, mem, dst, runs, ask); err != nil {
+		return f, err
+	}
 	seq++
 	cmd.Store(shmCmdQuit<<32 | seq)
 	return f, nil
+}
+
+// cmaRates measures the cma and cma2 figures from the measuring side,
+// pulling into dst; both are 0 where the kernel refuses the first pull.
+func cmaRates(ctx context.Context, mem, dst []byte, runs int, ask func(uint64) error) (cma, cma2 float64, err error) {
+	clear(dst)
+	if err := pull(mem, shmPeerA, dst); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSYS) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	for i, b := range dst { // the answerer's bytes are byte(i) at i
+		if b != byte(i) {
+			return 0, 0, fmt.Errorf("cross-memory attach: byte %d is %d, want %d", i, b, byte(i))
+		}
+	}
+	n := len(dst)
+	if cma, err = rate(runs, n, func() error { return pull(mem, shmPeerA, dst) }); err != nil {
+		return 0, 0, err
+	}
+	mine := make([]byte, n) // what the answerer pulls, its pages faulted in
+	for i := range mine {
+		mine[i] = byte(i)
+	}
+	publish(mem, shmPeerM, mine)
+	word(mem, shmArg).Store(uint64(runs))
+	if err := ask(shmCmdCMA2); err != nil { // the answerer pulls runs times from now
+		return 0, 0, err
+	}
+	if cma2, err = rate(runs, n, func() error { return pull(mem, shmPeerA, dst) }); err != nil {
+		return 0, 0, err
+	}
+	// mine stays until the answerer's last pull is over.
+	err = spinUntil(ctx, "end of the other side's pulls", func() bool { return word(mem, shmArg).Load() == 0 })
+	runtime.KeepAlive(mine)
+	return cma, cma2, err
 }
 
 // shmAnswer answers shmMeasure's commands until it says quit.
@@ -300,6 +384,8 @@ func shmAnswer(ctx context.Context, mem []byte, n int) error {
 	for i := range src {
 		src[i] = byte(i)
 	}
+	publish(mem, shmPeerA, src)
+	defer runtime.KeepAlive(src) // the measurer reads it through its address
 	var last uint64
 	for {
 		// Idle between commands: sleep a little once the spin gives up.
@@ -351,6 +437,19 @@ func shmAnswer(ctx context.Context, mem []byte, n int) error {
 			if _, err := swap(ctx, mem, shmSwapA, shmSwapM, base, int(count)); err != nil {
 				return err
 			}
+		case shmCmdCMA2:
+			count := word(mem, shmArg).Load()
+			dst := make([]byte, n)
+			for i := range dst { // its pages faulted in before the pulls are timed
+				dst[i] = 1
+			}
+			ack.Store(c & 0xffffffff)
+			for range count {
+				if err := pull(mem, shmPeerM, dst); err != nil {
+					return err
+				}
+			}
+			word(mem, shmArg).Store(0) // done: the measurer may drop its buffer
 		default:
 			return fmt.Errorf("shared memory: unknown command %d", op)
 		}

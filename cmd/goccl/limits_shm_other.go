@@ -8,7 +8,7 @@ import (
 )
 
 // shmFigures are the shared-memory limits, measured on Linux only.
-type shmFigures struct{ copy, rtt, swap float64 }
+type shmFigures struct{ copy, rtt, swap, cma, cma2 float64 }
 
 func (f shmFigures) rows() []limit { return nil }
 
