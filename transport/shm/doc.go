@@ -59,7 +59,11 @@
 // process_vm_readv (Linux cross-memory attach) straight from the sender's
 // memory into the posted receive (or into a pooled buffer when none is
 // posted yet), then stores cmaStatus and increments cmaDone, waking the
-// sender, whose send completes only then. The first such message from a
+// sender, whose send completes only then. Isend writes that slot itself
+// when nothing is queued before the message, so that the receiver can
+// pull at once; the sender goroutine only waits for cmaDone (left to it,
+// the slot waited until the caller let go of the processor, a long wait
+// for a rank bound to one core). The first such message from a
 // peer is preceded by a one-byte probe read: where the kernel refuses
 // (EPERM under a strict ptrace scope or in some containers), the receiver
 // answers cmaStatus=refused, and the sender sends that message and every

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -301,6 +302,41 @@ func TestCMAOnlyWhenNotFitting(t *testing.T) {
 				t.Fatalf("%d bytes, posted=%v: %d CMA sends and %d copies, want CMA %v", tc.n, posted, cma, cp, tc.cma)
 			}
 		}
+	}
+}
+
+// TestCMADescriptorFromIsend: a message that goes by CMA has its
+// descriptor in the ring when Isend returns, with no help from the sender
+// goroutine: under GOMAXPROCS 1 (a rank bound to one core) that goroutine
+// ran only once the caller let go of the processor, and the peer waited
+// to pull meanwhile. The peer's pull then completes the send.
+func TestCMADescriptorFromIsend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eps := pair(t, Config{Slots: 16}) // 128 KiB rings: the message does not fit
+	want := make([]byte, 300<<10)
+	for i := range want {
+		want[i] = byte(i * 11)
+	}
+	out := eps[0].peers[1].out
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	before := out.head.Load()
+	r := eps[0].Isend(1, 7, want)
+	if got := out.head.Load(); got != before+1 {
+		t.Fatalf("the ring's head is %d when Isend returns, want %d: the descriptor is not out", got, before+1)
+	}
+	got := make([]byte, len(want))
+	if err := eps[1].Irecv(0, 7, got).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatal("payload differs")
+	}
+	if st := eps[0].Stats(); st.CMASends != 1 || st.CopySends != 0 {
+		t.Fatalf("sender stats %+v, want 1 CMA send", st)
 	}
 }
 

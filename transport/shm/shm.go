@@ -239,6 +239,9 @@ type sendItem struct {
 	tag transport.Tag
 	b   []byte
 	req *transport.Req
+	// pull: Isend published b's CMA descriptor already, as the ring's
+	// pull-th; the sender goroutine only waits for the peer's pull.
+	pull uint64
 }
 
 // okReq is the result of every send that completed at once: sharing it
@@ -505,14 +508,24 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	// of every call) for the messages a ring holds (doc.go, "Large
 	// messages"). A large message goes by CMA where it would have to wait
 	// for slots, or where it is one of a stream under its tag.
-	if !p.busy && p.qhead == len(p.queue) && !p.streaming(tag, len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
+	idle := !p.busy && p.qhead == len(p.queue)
+	if idle && !p.streaming(tag, len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
 		p.out.write(tag, b)
 		e.copySent.Add(1)
 		p.mu.Unlock()
 		return okReq
 	}
 	r := transport.NewRequest()
-	p.queue = append(p.queue, sendItem{tag, b, r})
+	it := sendItem{tag: tag, b: b, req: r}
+	if idle && p.cma(len(b)) && p.out.free() > 0 {
+		// A message the peer pulls: its descriptor is published now,
+		// so that the peer can start pulling at once. Left to the
+		// sender goroutine, it waited until this goroutine let go of
+		// the processor (a rank bound to one core runs with GOMAXPROCS
+		// 1), while the peer waited for it (BENCHMARKS.md, 64 MiB).
+		it.pull = p.publishCMA(tag, b)
+	}
+	p.queue = append(p.queue, it)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -601,7 +614,12 @@ func (p *peer) sender() {
 			}
 			p.busy = true
 			p.mu.Unlock()
-			err := p.send(it.tag, it.b)
+			var err error
+			if it.pull != 0 {
+				err = p.sendPulled(it.tag, it.b, it.pull)
+			} else {
+				err = p.send(it.tag, it.b)
+			}
 			if err != nil {
 				p.mu.Lock()
 				if p.sendErr == nil {
@@ -624,6 +642,9 @@ func (p *peer) failQueueLocked() {
 		return
 	}
 	for _, it := range p.queue[p.qhead:] {
+		if it.pull != 0 {
+			p.awaitPull(it.b, it.pull) // the peer must not pull b once the send is over
+		}
 		it.req.Complete(err)
 	}
 	clear(p.queue)
@@ -676,19 +697,42 @@ func (p *peer) send(tag transport.Tag, b []byte) error {
 // sendCMA publishes b's address and waits until the reader has copied b
 // with process_vm_readv, or says it cannot (refused: send it by copy).
 func (p *peer) sendCMA(tag transport.Tag, b []byte) (refused bool, err error) {
-	r := p.out
-	if r.free() == 0 {
+	if p.out.free() == 0 {
 		if err := p.waitSpace(); err != nil {
 			return false, err
 		}
 	}
+	return p.awaitPull(b, p.publishCMA(tag, b))
+}
+
+// sendPulled ends a send whose descriptor Isend published (the pull-th):
+// it waits for the peer's pull, and sends b by copy if the peer refused.
+func (p *peer) sendPulled(tag transport.Tag, b []byte, pull uint64) error {
+	refused, err := p.awaitPull(b, pull)
+	if !refused {
+		return err
+	}
+	p.e.copySent.Add(1)
+	return p.writeWaiting(tag, b)
+}
+
+// publishCMA writes b's descriptor into the ring's next slot, which is
+// free, publishes it, and returns its number among the descriptors.
+func (p *peer) publishCMA(tag transport.Tag, b []byte) uint64 {
+	r := p.out
 	s := r.slot(r.pos)
 	putSlot(s, slotHdr{kind: kindCMA, chunk: cmaDescSize, tag: tag, total: uint64(len(b))})
 	binary.LittleEndian.PutUint64(s[slotHdrSize:], uint64(uintptr(unsafe.Pointer(&b[0]))))
 	r.pos++
 	r.cmaSeq++
-	want := r.cmaSeq
 	r.publish()
+	return r.cmaSeq
+}
+
+// awaitPull waits until the reader has pulled b, published as the
+// want-th descriptor, or said it cannot (refused).
+func (p *peer) awaitPull(b []byte, want uint64) (refused bool, err error) {
+	r := p.out
 	// The peer must not pull b once the send is over: wait for its word
 	// unless it is gone. On Close, wait a bounded time for a live reader.
 	done := func() bool { return r.cmaDone.Load() >= want }
