@@ -36,8 +36,8 @@ import (
 // plain fields (the entry is built at dump time), and its times are
 // internal/clock Stamps, converted at dump time: a successful call reads
 // one, its start, which on amd64 is the processor's counter (12 ns, where
-// the monotonic clock takes 33; BENCHMARKS.md). GOCCL_TRACE_CALLER=1 also records the user's function
-// that made each call, for 0.1-0.3 us more.
+// the monotonic clock takes 33; BENCHMARKS.md). GOCCL_TRACE_CALLER=1 also
+// records the user's function that made each call, for 0.1-0.3 us more.
 
 // DefaultTraceBuffer is how many recent calls the flight recorder keeps.
 const DefaultTraceBuffer = 256
