@@ -189,7 +189,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
 	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "with one process per rank (-transport tcp, shm or auto), bind each rank to an equal share of the CPUs when there are at least as many CPUs as ranks")
 	fs.StringVar(&cfg.device, "device", "host", "where the buffers live: host (Go slices), hostsim (a fake device on host memory, staged and IPC paths as on a GPU) or cuda (the local rank's GPU; needs a goccl built with -tags cuda); GOCCL_DEVICE_IPC=0 stages same-host device messages instead of IPC")
-	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write rank 0's CPU profile to this file (go tool pprof)")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write each rank's CPU profile (go tool pprof): rank 0's to this file, rank r's to this file's name followed by .r")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/goccl/goccl/internal/testutil"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -455,6 +456,16 @@ func TestBenchJoin(t *testing.T) {
 	}
 	if rows != 4 { // 8, 32, 128, 512 bytes
 		t.Errorf("%d allreduce rows, want 4:\n%s", rows, out)
+	}
+	// -cpuprofile: every rank writes its own.
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	if code, out, errb := run("-join -transport tcp -op allreduce -b 8 -e 8 -w 0 -iters 100 -q -cpuprofile " + prof); code != 0 {
+		t.Fatalf("-cpuprofile: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
+	for r := range 3 {
+		if fi, err := os.Stat(profilePath(prof, r)); err != nil || fi.Size() == 0 {
+			t.Errorf("rank %d's profile: %v", r, err)
+		}
 	}
 	code, out, errb = run("-join -n 2 -transport tcp -b 8 -e 8 -w 0 -iters 1 -q")
 	if code == 0 || !strings.Contains(errb+out, "-n 2, but the job has 3 ranks") {

@@ -83,8 +83,10 @@ func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer
 	if c.Rank() == 0 && !cfg.quiet {
 		progress = stderr
 	}
-	if c.Rank() == 0 && cfg.cpuprofile != "" {
-		f, err := os.Create(cfg.cpuprofile)
+	if cfg.cpuprofile != "" {
+		// Every rank's: the ranks' CPUs may run at different speeds, and
+		// the slowest rank's path sets the loop's pace (BENCHMARKS.md).
+		f, err := os.Create(profilePath(cfg.cpuprofile, c.Rank()))
 		if err != nil {
 			return nil, false, err
 		}
@@ -96,4 +98,13 @@ func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer
 	}
 	rows, err := benchRank(ctx, c, cfg, progress)
 	return rows, c.Rank() == 0, err
+}
+
+// profilePath is where rank writes its CPU profile for -cpuprofile path:
+// rank 0 to path itself, rank r to path.r.
+func profilePath(path string, rank int) string {
+	if rank == 0 {
+		return path
+	}
+	return fmt.Sprintf("%s.%d", path, rank)
 }
