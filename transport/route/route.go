@@ -49,6 +49,7 @@ var (
 	_ transport.Linker           = (*Endpoint)(nil)
 	_ transport.LinkNotifier     = (*Endpoint)(nil)
 	_ transport.Boarder          = (*Endpoint)(nil)
+	_ transport.SegmentHinter    = (*Endpoint)(nil)
 )
 
 // New returns rank's endpoint of a job of size ranks over routes: a peer
@@ -225,6 +226,20 @@ func jobError(err error, local, peer int) error {
 		return err
 	}
 	return &transport.PeerError{Op: pe.Op, Peer: peer, Err: pe.Err}
+}
+
+// SegmentBytes implements transport.SegmentHinter with the answer of the
+// endpoint of peer's route, asked with peer's rank there; 0 where that
+// endpoint gives none.
+func (e *Endpoint) SegmentBytes(peer int) int {
+	if peer < 0 || peer >= e.size {
+		return 0
+	}
+	i := e.via[peer]
+	if sh, ok := e.routes[i].Endpoint.(transport.SegmentHinter); ok {
+		return sh.SegmentBytes(e.local[peer])
+	}
+	return 0
 }
 
 // Board implements transport.Boarder where one route reaches every member

@@ -368,3 +368,34 @@ func closeAll2(ms ...[]transport.Endpoint) {
 		}
 	}
 }
+
+// segHinted is a local route's endpoint that asks for segments of 1 MiB to
+// every peer but one of its own ranks, local rank 1's.
+type segHinted struct{ transport.Endpoint }
+
+func (s segHinted) SegmentBytes(peer int) int {
+	if peer == 1 {
+		return 0
+	}
+	return 1 << 20
+}
+
+// TestSegmentBytes: the router answers with the endpoint of the peer's
+// route, asked with the peer's rank there; a route whose endpoint has no
+// hint, or a rank out of range, gets 0.
+func TestSegmentBytes(t *testing.T) {
+	local := mem.New(3)
+	all := mem.New(4)
+	ep, err := route.New(0, 4,
+		route.Route{Name: "local", Endpoint: segHinted{local[0]}, Ranks: []int{0, 2, 3}},
+		route.Route{Name: "net", Endpoint: all[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	for peer, want := range map[int]int{1: 0, 2: 0, 3: 1 << 20, 4: 0, -1: 0} {
+		if got := ep.SegmentBytes(peer); got != want {
+			t.Errorf("SegmentBytes(%d) = %d, want %d (job rank 2 is local rank 1, 1 goes by net)", peer, got, want)
+		}
+	}
+}

@@ -73,6 +73,11 @@
 // that went each way (CMASends, CMARecvs, CopySends, CMARefused): to tell
 // which path ran, read them after a transfer.
 //
+// Since each large message costs a hand-off and a pull that pins its
+// pages, the Endpoint asks the pipelined algorithms for segments of
+// PullSegmentBytes (4 MiB) rather than their 256 KiB
+// (transport.SegmentHinter), where CMA is configured.
+//
 // A message that fits in the free slots is copied in by Isend whatever
 // its size. A pull pins the sender's pages on every call; two plain copies
 // of a message the ring holds, the first in the caller's cache and with no

@@ -465,3 +465,22 @@ func sendRecv(ctx context.Context, t *testing.T, eps [2]*Endpoint, tag transport
 	}
 	return got
 }
+
+// TestSegmentBytes: an endpoint whose large messages go by CMA asks for
+// PullSegmentBytes to every peer, none for itself, and none where CMA is
+// off.
+func TestSegmentBytes(t *testing.T) {
+	eps := pair(t, Config{})
+	if got := eps[0].SegmentBytes(1); got != PullSegmentBytes {
+		t.Errorf("SegmentBytes(1) = %d, want %d", got, PullSegmentBytes)
+	}
+	for _, peer := range []int{0, 2, -1} {
+		if got := eps[0].SegmentBytes(peer); got != 0 {
+			t.Errorf("SegmentBytes(%d) = %d, want 0", peer, got)
+		}
+	}
+	off := pair(t, Config{CMAThreshold: -1})
+	if got := off[0].SegmentBytes(1); got != 0 {
+		t.Errorf("CMA off: SegmentBytes(1) = %d, want 0", got)
+	}
+}
