@@ -187,3 +187,34 @@ func ExamplePairwiseAllToAll() {
 }
 
 func TestBruckAllGather(t *testing.T) { algotest.TestAllGather(t, algo.BruckAllGather) }
+
+// segPeers is Peers that asks for segments of seg bytes.
+type segPeers struct {
+	algo.Peers
+	seg int
+}
+
+func (p segPeers) SegmentBytes() int { return p.seg }
+
+// TestSegmentFor: an algorithm's own option wins, then the Peers' own,
+// then the default (0, which SegmentLen reads as DefaultSegmentBytes).
+func TestSegmentFor(t *testing.T) {
+	for _, tc := range []struct {
+		p        algo.Peers
+		opt, want int
+	}{
+		{segPeers{seg: 4 << 20}, 0, 4 << 20},
+		{segPeers{seg: 4 << 20}, 1 << 10, 1 << 10},
+		{segPeers{seg: -5}, 0, 0},
+		{segPeers{}, 0, 0},
+		{nil, 0, 0},
+		{nil, 1 << 10, 1 << 10},
+	} {
+		if got := algo.SegmentFor(tc.p, tc.opt); got != tc.want {
+			t.Errorf("SegmentFor(%#v, %d) = %d, want %d", tc.p, tc.opt, got, tc.want)
+		}
+	}
+	if got := algo.SegmentLen(algo.SegmentFor(nil, 0), 4); got != algo.DefaultSegmentBytes {
+		t.Errorf("no option, no Segmenter: segments of %d bytes, want %d", got, algo.DefaultSegmentBytes)
+	}
+}

@@ -140,6 +140,28 @@ func CeilLog2(n int) int {
 // transfer of segment k+1. The cost model assumes it too.
 const DefaultSegmentBytes = 256 << 10
 
+// Segmenter is an optional capability of Peers whose transport wants
+// another segment size than DefaultSegmentBytes (transport/shm, whose
+// receivers pull each message with one system call, wants megabytes).
+// Every rank of the group must answer alike.
+type Segmenter interface {
+	// SegmentBytes is the segment size to use, or 0 for the default.
+	SegmentBytes() int
+}
+
+// SegmentFor is the segment size a pipelined algorithm uses on p: opt,
+// the algorithm's option, where it is set; else p's own (Segmenter);
+// else 0, which SegmentLen reads as DefaultSegmentBytes.
+func SegmentFor(p Peers, opt int) int {
+	if opt > 0 {
+		return opt
+	}
+	if s, ok := p.(Segmenter); ok {
+		return max(s.SegmentBytes(), 0)
+	}
+	return 0
+}
+
 // Segments returns the number of segments of at most seg bytes (rounded
 // down to whole elements, at least one element) that n bytes are cut into.
 func Segments(n, seg, elemSize int) int {

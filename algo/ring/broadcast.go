@@ -48,7 +48,7 @@ func (o Options) Broadcast(ctx context.Context, p algo.Peers, buf []byte, root i
 	if n == 1 || len(buf) == 0 {
 		return nil
 	}
-	seg := algo.SegmentLen(o.SegmentBytes, p.ElemSize())
+	seg := algo.SegmentLen(algo.SegmentFor(p, o.SegmentBytes), p.ElemSize())
 	v := mod(r-root, n) // position in the chain
 	next, prev := (r+1)%n, mod(r-1, n)
 	var recvs, sends []algo.Request

@@ -23,7 +23,8 @@ package ring
 type Options struct {
 	// SegmentBytes is the largest message, rounded down to whole elements,
 	// that reduce-scatter (and so allreduce) and broadcast send at once.
-	// Zero means algo.DefaultSegmentBytes (256 KiB).
+	// Zero means the Peers' own (algo.Segmenter) or else
+	// algo.DefaultSegmentBytes (256 KiB).
 	SegmentBytes int
 }
 

@@ -69,7 +69,7 @@ func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf []byte, of
 	if n == 1 {
 		return nil
 	}
-	seg := algo.SegmentLen(o.SegmentBytes, p.ElemSize())
+	seg := algo.SegmentLen(algo.SegmentFor(p, o.SegmentBytes), p.ElemSize())
 	maxBlock := 0
 	for i := 0; i < n; i++ {
 		maxBlock = max(maxBlock, off[i+1]-off[i])

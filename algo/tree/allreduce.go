@@ -87,7 +87,8 @@ import (
 // Options tunes the tree allreduce. The zero value is ready to use.
 type Options struct {
 	// SegmentBytes is the largest message, rounded down to whole elements,
-	// that the allreduce sends at once. Zero means algo.DefaultSegmentBytes.
+	// that the allreduce sends at once. Zero means the Peers' own
+	// (algo.Segmenter) or else algo.DefaultSegmentBytes.
 	SegmentBytes int
 }
 
@@ -178,7 +179,7 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) (err e
 		return nil
 	}
 	trees := DoubleTree(n, p.Rank())
-	seg := algo.SegmentLen(o.SegmentBytes, es)
+	seg := algo.SegmentLen(algo.SegmentFor(p, o.SegmentBytes), es)
 	hoff := algo.Offsets(algo.EvenCounts(len(buf)/es, 2), es)
 	half := [2][]byte{buf[hoff[0]:hoff[1]], buf[hoff[1]:hoff[2]]}
 	nseg := [2]int{algo.Segments(len(half[0]), seg, es), algo.Segments(len(half[1]), seg, es)}
