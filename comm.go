@@ -56,6 +56,10 @@ type Comm struct {
 	// perHost: this group's ranks a host, in blocks, for the algorithm
 	// choice (topology.go); 0 or 1: one a host, as far as it knows.
 	perHost int
+	// segLog: log2 of the segment size the pipelined algorithms cut this
+	// group's large host messages into, where its transport asks for one
+	// (segment.go); 0: their default.
+	segLog uint8
 	// picks: the cost model's last answer for each collective
 	// (dispatch.go); algosGen counts SetAlgorithm calls, which void them.
 	picks    [algo.Barrier + 1]atomic.Pointer[cachedPick]
@@ -83,10 +87,11 @@ type shared struct {
 	left     map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
 	doneOne  sync.Once
 	log      *commslog.Logger
-	rdv      *rendezvous       // how Init met the other ranks, or nil (elastic.go)
-	perHost  int               // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
-	devs     devices           // per-device streams and pools of the device data path (devpath.go)
-	boarder  transport.Boarder // the endpoint's boards (board.go), or nil
+	rdv      *rendezvous             // how Init met the other ranks, or nil (elastic.go)
+	perHost  int                     // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
+	devs     devices                 // per-device streams and pools of the device data path (devpath.go)
+	boarder  transport.Boarder       // the endpoint's boards (board.go), or nil
+	segments transport.SegmentHinter // the endpoint's segment sizes (segment.go), or nil
 }
 
 type options struct {
@@ -201,6 +206,8 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.devs.noIPC = ipcDisabled(o.getenv(EnvDeviceIPC))
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	sh.boarder, _ = ep.(transport.Boarder)
+	sh.segments, _ = ep.(transport.SegmentHinter)
+	c.segLog = segmentLog(sh.segments, ranks, c.rank)
 	var err error
 	if c.board, err = newBoard(c, sh.boarder); err != nil {
 		return nil, fmt.Errorf("goccl: rank %d: %w", c.rank, err)
@@ -478,7 +485,10 @@ func (s *peerSet) add(r int) bool {
 	return !had
 }
 
-var _ algo.Peers = (*peers)(nil)
+var (
+	_ algo.Peers     = (*peers)(nil)
+	_ algo.Segmenter = (*peers)(nil)
+)
 
 func (p *peers) Rank() int     { return p.c.rank }
 func (p *peers) Size() int     { return len(p.c.ranks) }

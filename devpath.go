@@ -409,6 +409,10 @@ type region struct {
 }
 
 // devPeers is the algo.Peers of a collective on device memory.
+// SegmentBytes keeps a device call's segments at the algorithms' default:
+// its messages are cut into chunks of their own (k.chunk).
+func (dp *devPeers) SegmentBytes() int { return 0 }
+
 type devPeers struct {
 	*peers
 	ctx context.Context

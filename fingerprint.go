@@ -25,12 +25,14 @@ import (
 // wrong length still delivers its prefix (transport.Endpoint.Irecv), so
 // the fingerprint is read even when the ranks disagree on the size.
 //
-//	0    2   3     4     5       6    8      12           16       24    32
-//	| GF | op | dtype | redop | chunk | - | root | group id lo | count | seq |
+//	0    2   3     4     5       6     7    8      12           16       24    32
+//	| GF | op | dtype | redop | chunk | seg | - | root | group id lo | count | seq |
 //
 // chunk is log2 of the message size a device buffer is cut into
-// (devpath.go), 0 for a host buffer's whole messages: ranks that cut
-// differently would misread each other's messages.
+// (devpath.go), 0 for a host buffer's whole messages, and seg log2 of the
+// segment size the group's pipelined algorithms use (segment.go), 0 for
+// their default: ranks that cut differently would misread each other's
+// messages.
 
 const (
 	fpLen    = 32
@@ -78,8 +80,12 @@ func (f *fingerprint) set(k *call, group uint64, tag transport.Tag) {
 	if k.chunk > 0 {
 		chunk = uint64(bits.Len(uint(k.chunk)) - 1)
 	}
+	var seg uint64
+	if k.c != nil {
+		seg = uint64(k.c.segLog)
+	}
 	binary.LittleEndian.PutUint64(f[0:], 'G'|'F'<<8|uint64(fpOpIndex(k.op))<<16|
-		uint64(uint8(k.dt))<<24|uint64(uint8(k.redop))<<32|chunk<<40)
+		uint64(uint8(k.dt))<<24|uint64(uint8(k.redop))<<32|chunk<<40|seg<<48)
 	binary.LittleEndian.PutUint64(f[8:], uint64(uint32(int32(k.root)))|uint64(uint32(group))<<32)
 	binary.LittleEndian.PutUint64(f[16:], uint64(k.count))
 	binary.LittleEndian.PutUint64(f[24:], uint64(tag)&(tagP2P-1))
@@ -136,6 +142,9 @@ func (f fingerprint) String() string {
 	}
 	if f[5] != 0 {
 		args = append(args, fmt.Sprintf("device buffer in %d-byte chunks", 1<<f[5]))
+	}
+	if f[6] != 0 {
+		args = append(args, fmt.Sprintf("segments of %d bytes", 1<<f[6]))
 	}
 	if root := int32(binary.LittleEndian.Uint32(f[8:])); root >= 0 {
 		args = append(args, fmt.Sprintf("root=%d", root))

@@ -56,7 +56,7 @@ func (c *Comm) child(op string, members []int) (*Comm, error) {
 		return nil, nil
 	}
 	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts,
-		perHost: hostBlocks(c.shared.perHost, world)}
+		perHost: hostBlocks(c.shared.perHost, world), segLog: segmentLog(c.shared.segments, world, me)}
 	var err error
 	if g.board, err = newBoard(g, c.shared.boarder); err != nil {
 		e := &Error{Op: op, Rank: c.rank, Peer: -1, Err: err}

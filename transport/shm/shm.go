@@ -680,8 +680,8 @@ func (p *peer) streaming(tag transport.Tag, n int) bool {
 // algorithms to cut large messages into (transport.SegmentHinter) where
 // its receivers pull them: each piece is one hand-off (a descriptor, a
 // pull that pins the pages, a done word, a wake-up), and a 2-rank
-// allreduce of 4 MiB took 0.61 of the time in 4 MiB pieces that it took
-// in 256 KiB ones, 64 MiB 0.72 (BENCHMARKS.md).
+// allreduce of 4 MiB took 0.54 of the time in 4 MiB pieces that it took
+// in 256 KiB ones, 64 MiB 0.74, 1 MiB 0.88 (BENCHMARKS.md).
 const PullSegmentBytes = 4 << 20
 
 var _ transport.SegmentHinter = (*Endpoint)(nil)
