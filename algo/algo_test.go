@@ -200,7 +200,7 @@ func (p segPeers) SegmentBytes() int { return p.seg }
 // then the default (0, which SegmentLen reads as DefaultSegmentBytes).
 func TestSegmentFor(t *testing.T) {
 	for _, tc := range []struct {
-		p        algo.Peers
+		p         algo.Peers
 		opt, want int
 	}{
 		{segPeers{seg: 4 << 20}, 0, 4 << 20},
