@@ -430,8 +430,9 @@ func (b *board) allReduce(ctx context.Context, k *call) error {
 	if err := b.post(ctx, k, seq, buf); err != nil {
 		return err
 	}
-	mine := b.payload(seq, b.me, len(buf))
+	var mine []byte // this rank's contribution; rank 0's is buf itself
 	if b.me > 0 {
+		mine = b.payload(seq, b.me, len(buf))
 		if len(buf) <= len(k.mine) {
 			mine = k.mine[:len(buf)]
 			copy(mine, buf)

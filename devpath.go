@@ -409,10 +409,6 @@ type region struct {
 }
 
 // devPeers is the algo.Peers of a collective on device memory.
-// SegmentBytes keeps a device call's segments at the algorithms' default:
-// its messages are cut into chunks of their own (k.chunk).
-func (dp *devPeers) SegmentBytes() int { return 0 }
-
 type devPeers struct {
 	*peers
 	ctx context.Context
@@ -429,6 +425,10 @@ type devPeers struct {
 	err     error
 	wg      sync.WaitGroup
 }
+
+// SegmentBytes keeps a device call's segments at the algorithms' default:
+// its messages are cut into chunks of their own (k.chunk).
+func (dp *devPeers) SegmentBytes() int { return 0 }
 
 type laneKey struct {
 	peer int

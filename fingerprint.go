@@ -64,11 +64,6 @@ func fpOpIndex(op string) uint8 {
 	return fpOpNumbers[op]
 }
 
-func makeFingerprint(k *call, group uint64, tag transport.Tag) (f fingerprint) {
-	f.set(k, group, tag)
-	return f
-}
-
 // set makes f k's fingerprint in place, in four 8-byte stores. The
 // fingerprint is made on every call and read at once in 8-byte words
 // (putFP, equalFP): a wider read of narrower stores that have not reached
@@ -80,10 +75,7 @@ func (f *fingerprint) set(k *call, group uint64, tag transport.Tag) {
 	if k.chunk > 0 {
 		chunk = uint64(bits.Len(uint(k.chunk)) - 1)
 	}
-	var seg uint64
-	if k.c != nil {
-		seg = uint64(k.c.segLog)
-	}
+	seg := uint64(k.c.segLog)
 	binary.LittleEndian.PutUint64(f[0:], 'G'|'F'<<8|uint64(fpOpIndex(k.op))<<16|
 		uint64(uint8(k.dt))<<24|uint64(uint8(k.redop))<<32|chunk<<40|seg<<48)
 	binary.LittleEndian.PutUint64(f[8:], uint64(uint32(int32(k.root)))|uint64(uint32(group))<<32)

@@ -703,31 +703,24 @@ func (p *peer) cma(n int) bool {
 	return t > 0 && n >= t && !p.cmaOff.Load()
 }
 
-// send sends a message from the sender goroutine.
+// send sends a message from the sender goroutine: by CMA, its address
+// published and the sender waiting until the reader has copied it with
+// process_vm_readv, or else by copy through the ring.
 func (p *peer) send(tag transport.Tag, b []byte) error {
 	if p.cma(len(b)) {
-		refused, err := p.sendCMA(tag, b)
-		if !refused {
-			return err
+		if p.out.free() == 0 {
+			if err := p.waitSpace(); err != nil {
+				return err
+			}
 		}
+		return p.sendPulled(tag, b, p.publishCMA(tag, b))
 	}
 	p.e.copySent.Add(1)
 	return p.writeWaiting(tag, b)
 }
 
-// sendCMA publishes b's address and waits until the reader has copied b
-// with process_vm_readv, or says it cannot (refused: send it by copy).
-func (p *peer) sendCMA(tag transport.Tag, b []byte) (refused bool, err error) {
-	if p.out.free() == 0 {
-		if err := p.waitSpace(); err != nil {
-			return false, err
-		}
-	}
-	return p.awaitPull(b, p.publishCMA(tag, b))
-}
-
-// sendPulled ends a send whose descriptor Isend published (the pull-th):
-// it waits for the peer's pull, and sends b by copy if the peer refused.
+// sendPulled ends a send whose descriptor is published (the pull-th): it
+// waits for the peer's pull, and sends b by copy if the peer refused.
 func (p *peer) sendPulled(tag transport.Tag, b []byte, pull uint64) error {
 	refused, err := p.awaitPull(b, pull)
 	if !refused {
@@ -751,7 +744,7 @@ func (p *peer) publishCMA(tag transport.Tag, b []byte) uint64 {
 }
 
 // awaitPull waits until the reader has pulled b, published as the
-// want-th descriptor, or said it cannot (refused).
+// want-th descriptor, or said it cannot (refused: send it by copy).
 func (p *peer) awaitPull(b []byte, want uint64) (refused bool, err error) {
 	r := p.out
 	// The peer must not pull b once the send is over: wait for its word
