@@ -380,6 +380,9 @@ func (c *Comm) culpritOf(err error) int {
 	if lost := c.shared.lost.Load(); lost >= 0 {
 		return int(lost)
 	}
+	if ce := (*cancelError)(nil); errors.As(err, &ce) {
+		return c.shared.ep.Rank() // the peer it names is the one it was waiting on
+	}
 	var ge *Error
 	if errors.As(err, &ge) && ge.Peer >= 0 && ge.Peer < len(c.ranks) {
 		return c.ranks[ge.Peer]

@@ -164,7 +164,7 @@ func (k *call) exec(ctx context.Context) error {
 		// The caller cancelled while this call's messages may be in
 		// flight: the peers cannot finish it, so the communicator is
 		// aborted, and they are told this rank cancelled (cancel.go).
-		err = k.cancelled(caller.Err())
+		err = k.cancelled(caller.Err(), err)
 	}
 	if err != nil {
 		err = lift(err)
@@ -327,9 +327,17 @@ type Work struct {
 	err  error
 }
 
-// Wait blocks until the collective completes or ctx ends. If ctx ends
-// first it returns ctx's error; the collective goes on and its buffers stay
-// in use.
+// Wait blocks until the collective completes or ctx ends, and returns
+// the collective's error once it has completed.
+//
+// ctx bounds the wait, not the call: if ctx ends first, Wait returns
+// ctx's error as it is and the collective goes on, its buffers still in
+// use until Done is closed (unlike the synchronous methods, which return
+// only once goccl is done with their buffers). To stop an async call,
+// cancel the context given to the Async method, or Abort the
+// communicator: the call then withdraws by aborting the communicator, and
+// Wait with a context that does not end returns its *Error once no byte
+// of its buffers is read or written any more.
 func (w *Work) Wait(ctx context.Context) error {
 	select {
 	case <-w.done:

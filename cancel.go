@@ -1,6 +1,7 @@
 package goccl
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -31,12 +32,22 @@ func (e *cancelError) Unwrap() error { return e.cause }
 
 // notStarted is the error of a call whose context ended before it took
 // its place in the order of calls.
-func (k *call) notStarted(err error) error {
-	return &Error{Op: k.op, Rank: k.c.rank, Peer: -1,
+func (k *call) notStarted(err error) error { return k.c.notStarted(k.op, err) }
+
+// notStarted is the error of a call of op whose context ended before it
+// posted anything.
+func (c *Comm) notStarted(op string, err error) error {
+	return &Error{Op: op, Rank: c.rank, Peer: -1,
 		Err: fmt.Errorf("%w: the call did not start; nothing was sent and the communicator is usable", err)}
 }
 
-// cancelled is the error of a call cancelled while it ran.
-func (k *call) cancelled(err error) error {
-	return &Error{Op: k.op, Rank: k.c.rank, Peer: -1, Err: &cancelError{err}}
+// cancelled is the error of a call cancelled while it ran: cause is the
+// caller's context's error, failed what the call returned when the
+// context ended, whose peer it keeps where it names one.
+func (k *call) cancelled(cause, failed error) error {
+	e := &Error{Op: k.op, Rank: k.c.rank, Peer: -1, Err: &cancelError{cause}}
+	if ge := (*Error)(nil); errors.As(failed, &ge) && ge.Peer >= 0 {
+		e.Peer, e.Dir = ge.Peer, ge.Dir
+	}
+	return e
 }

@@ -66,29 +66,49 @@ func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, er
 // Send sends buf to rank dst with a tag; the matching Recv on dst must use
 // the same tag, dtype and length. Messages with one tag between two ranks
 // arrive in order.
+//
+// Send returns once goccl is done with buf, however it ends. If ctx ends
+// first, the message may be half sent: the communicator is aborted (the
+// peer cannot tell what it got) and Send returns after that, with an
+// *Error that wraps ctx's error (and ErrTimeout for a deadline).
 func (c *Comm) Send(ctx context.Context, buf any, dst, tag int) error {
-	return c.SendAsync(ctx, buf, dst, tag).Wait(ctx)
+	return c.send(ctx, buf, dst, tag).exec(ctx)
 }
 
 // Recv receives the next message with tag from rank src into buf, which
 // must have the dtype and the length that were sent.
+//
+// Recv returns once goccl is done with buf: no byte lands in it after
+// Recv returns. If ctx ends while the receive is posted, the communicator
+// is aborted (a message already on its way would otherwise land later, or
+// be taken by the next Recv), and Recv returns after the endpoint has let
+// go of buf, with an *Error that names src and wraps ctx's error.
 func (c *Comm) Recv(ctx context.Context, buf any, src, tag int) error {
-	return c.RecvAsync(ctx, buf, src, tag).Wait(ctx)
+	return c.recv(ctx, buf, src, tag).exec(ctx)
 }
 
 // SendAsync starts Send (torch's isend). The message is ordered against
 // other sends to dst with the same tag when SendAsync is called.
 func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
+	return start(ctx, c.send(ctx, buf, dst, tag))
+}
+
+// send checks a Send's arguments, posts its message and returns the call
+// that waits for it.
+func (c *Comm) send(ctx context.Context, buf any, dst, tag int) *call {
 	const name = commslog.Send
 	v, t, err := c.p2p(name, buf, dst, tag)
+	if err == nil && ctx.Err() != nil {
+		err = c.notStarted(name, ctx.Err())
+	}
 	if err != nil {
-		return start(ctx, failed(err))
+		return failed(err)
 	}
 	host := v.b
 	if v.dev != nil {
 		host = scratch.Get(v.bytes())
 		if err := c.toHost(ctx, host, v.dev, 0); err != nil {
-			return start(ctx, failed(&Error{Op: name, Rank: c.rank, Peer: dst, Err: err}))
+			return failed(&Error{Op: name, Rank: c.rank, Peer: dst, Err: err})
 		}
 	}
 	ep, to := c.shared.ep, c.ranks[dst]
@@ -133,16 +153,25 @@ func (c *Comm) SendAsync(ctx context.Context, buf any, dst, tag int) *Work {
 		}
 		return nil
 	}
-	return start(ctx, k)
+	return k
 }
 
 // RecvAsync starts Recv (torch's irecv). The receive is posted when
 // RecvAsync is called.
 func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
+	return start(ctx, c.recv(ctx, buf, src, tag))
+}
+
+// recv checks a Recv's arguments, posts its receive and returns the call
+// that waits for it. A context that has ended already posts nothing.
+func (c *Comm) recv(ctx context.Context, buf any, src, tag int) *call {
 	const name = commslog.Recv
 	v, t, err := c.p2p(name, buf, src, tag)
+	if err == nil && ctx.Err() != nil {
+		err = c.notStarted(name, ctx.Err())
+	}
 	if err != nil {
-		return start(ctx, failed(err))
+		return failed(err)
 	}
 	host := v.b
 	if v.dev != nil {
@@ -210,5 +239,5 @@ func (c *Comm) RecvAsync(ctx context.Context, buf any, src, tag int) *Work {
 		}
 		return nil
 	}
-	return start(ctx, k)
+	return k
 }
