@@ -338,13 +338,16 @@ func (c *Comm) markAborted(cause error) bool {
 
 // awaitClosed waits until an abort has closed the endpoint (every path
 // that wins markAborted closes it after telling the peers, within about
-// 100 ms), or two seconds at most.
+// 100 ms, or a second and that when it first waits for a lost peer's
+// notice). If that takes two seconds it closes the endpoint itself: a
+// call that failed returns only once no transport can touch its buffers.
 func (c *Comm) awaitClosed() {
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {
 	case <-c.shared.closed:
 	case <-t.C:
+		c.closeEndpoint()
 	}
 }
 
