@@ -90,7 +90,10 @@ func Offsets(counts []int, elemSize int) []int {
 
 // CheckBlocks reports an error unless counts has one entry per rank, none
 // negative, and buf holds exactly their sum of elements.
-func CheckBlocks(p Peers, buf []byte, counts []int) error {
+func CheckBlocks(p Peers, buf []byte, counts []int) error { return CheckBlocksLen(p, len(buf), counts) }
+
+// CheckBlocksLen is CheckBlocks for a buffer of n bytes.
+func CheckBlocksLen(p Peers, n int, counts []int) error {
 	if len(counts) != p.Size() {
 		return fmt.Errorf("%d counts for %d ranks", len(counts), p.Size())
 	}
@@ -101,8 +104,8 @@ func CheckBlocks(p Peers, buf []byte, counts []int) error {
 		}
 		total += c
 	}
-	if total*p.ElemSize() != len(buf) {
-		return fmt.Errorf("buffer of %d bytes for %d elements of %d bytes", len(buf), total, p.ElemSize())
+	if total*p.ElemSize() != n {
+		return fmt.Errorf("buffer of %d bytes for %d elements of %d bytes", n, total, p.ElemSize())
 	}
 	return nil
 }

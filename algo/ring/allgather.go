@@ -43,21 +43,43 @@ func (o Options) AllGather(ctx context.Context, p algo.Peers, buf []byte, counts
 	if err := algo.CheckBlocks(p, buf, counts); err != nil {
 		return fmt.Errorf("ring allgather: %w", err)
 	}
+	if err := allGather(ctx, p, algo.Flat(buf), algo.Offsets(counts, p.ElemSize())); err != nil {
+		return fmt.Errorf("ring allgather: %w", err)
+	}
+	return nil
+}
+
+// AllGatherVec is AllGather over a buffer made of pieces (algo.Vec): block
+// i holds counts[i] elements of the run, which may span pieces, and each
+// piece of a block travels as a message of its own. Every rank's pieces
+// must have the same lengths.
+func (o Options) AllGatherVec(ctx context.Context, p algo.Peers, buf algo.Vec, counts []int) error {
+	if err := algo.CheckBlocksLen(p, buf.Len(), counts); err != nil {
+		return fmt.Errorf("ring allgather: %w", err)
+	}
 	if err := allGather(ctx, p, buf, algo.Offsets(counts, p.ElemSize())); err != nil {
 		return fmt.Errorf("ring allgather: %w", err)
 	}
 	return nil
 }
 
-// allGather circulates the blocks at byte offsets off, starting from block
-// Rank().
-func allGather(ctx context.Context, p algo.Peers, buf []byte, off []int) error {
+// allGather circulates the blocks at byte offsets off of buf, starting
+// from block Rank(). Each step posts the receive, then the send (a
+// full-duplex exchange); an empty block is not sent.
+func allGather(ctx context.Context, p algo.Peers, buf algo.Vec, off []int) error {
 	n, r := p.Size(), p.Rank()
 	right, left := (r+1)%n, mod(r-1, n)
+	var inl [2]algo.Request // a flat buffer's step: one receive, one send
 	for s := 1; s < n; s++ {
 		sb, rb := mod(r-s+1, n), mod(r-s, n)
-		if err := algo.Exchange(ctx, p, right, buf[off[sb]:off[sb+1]], left, buf[off[rb]:off[rb+1]]); err != nil {
-			return fmt.Errorf("step %d: %w", s, err)
+		reqs := algo.RecvRange(p, left, buf, off[rb], off[rb+1], inl[:0])
+		recvs := len(reqs)
+		reqs = algo.SendRange(p, right, buf, off[sb], off[sb+1], reqs)
+		if err := algo.WaitAll(ctx, reqs[:recvs]...); err != nil {
+			return fmt.Errorf("step %d: recv from rank %d: %w", s, left, err)
+		}
+		if err := algo.WaitAll(ctx, reqs[recvs:]...); err != nil {
+			return fmt.Errorf("step %d: send to rank %d: %w", s, right, err)
 		}
 	}
 	return nil

@@ -82,7 +82,24 @@ func (o Options) AllReduce(ctx context.Context, p algo.Peers, buf []byte) error 
 	if es <= 0 || len(buf)%es != 0 {
 		return fmt.Errorf("ring allreduce: buffer of %d bytes is not whole elements of %d bytes", len(buf), es)
 	}
-	off := algo.Offsets(algo.EvenCounts(len(buf)/es, p.Size()), es)
+	return o.allReduce(ctx, p, algo.Flat(buf))
+}
+
+// AllReduceVec is AllReduce over a buffer made of pieces (algo.Vec), such
+// as the caller's slices of a coalesced allreduce: the blocks and segments
+// are cut from the whole run, and a segment that spans pieces travels as
+// one message a piece, so no piece is copied into a packed buffer. Every
+// rank's pieces must have the same lengths.
+func (o Options) AllReduceVec(ctx context.Context, p algo.Peers, buf algo.Vec) error {
+	if es := p.ElemSize(); es <= 0 || buf.Len()%es != 0 {
+		return fmt.Errorf("ring allreduce: buffer of %d bytes is not whole elements of %d bytes", buf.Len(), es)
+	}
+	return o.allReduce(ctx, p, buf)
+}
+
+func (o Options) allReduce(ctx context.Context, p algo.Peers, buf algo.Vec) error {
+	es := p.ElemSize()
+	off := algo.Offsets(algo.EvenCounts(buf.Len()/es, p.Size()), es)
 	if err := o.reduceScatter(ctx, p, buf, off); err != nil {
 		return fmt.Errorf("ring allreduce: reduce-scatter: %w", err)
 	}

@@ -56,15 +56,17 @@ func (o Options) ReduceScatter(ctx context.Context, p algo.Peers, buf []byte, co
 	if err := algo.CheckBlocks(p, buf, counts); err != nil {
 		return fmt.Errorf("ring reduce-scatter: %w", err)
 	}
-	if err := o.reduceScatter(ctx, p, buf, algo.Offsets(counts, p.ElemSize())); err != nil {
+	if err := o.reduceScatter(ctx, p, algo.Flat(buf), algo.Offsets(counts, p.ElemSize())); err != nil {
 		return fmt.Errorf("ring reduce-scatter: %w", err)
 	}
 	return nil
 }
 
 // reduceScatter runs the n-1 reducing steps over the blocks at byte offsets
-// off, leaving block Rank() complete.
-func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf []byte, off []int) (err error) {
+// off of buf, leaving block Rank() complete. A segment that spans pieces
+// of buf travels as one message a piece (algo.Vec); a flat buf's segments
+// are one message each.
+func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf algo.Vec, off []int) (err error) {
 	n, r := p.Size(), p.Rank()
 	if n == 1 {
 		return nil
@@ -83,27 +85,32 @@ func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf []byte, of
 	}()
 	tmp := [2][]byte{scr[:half], scr[half:]}
 	right, left := (r+1)%n, mod(r-1, n)
+	// in[k%2] holds the receives of segment k; a flat buffer's are one
+	// request each, held in the arrays below without an allocation.
+	var in [2][]algo.Request
+	var inl [2][1]algo.Request
+	in[0], in[1] = inl[0][:0], inl[1][:0]
 	var sends []algo.Request
 	for s := 1; s < n; s++ {
 		sb, rb := mod(r-s, n), mod(r-s-1, n)
-		send, recv := buf[off[sb]:off[sb+1]], buf[off[rb]:off[rb+1]]
+		slo, shi, rlo, rhi := off[sb], off[sb+1], off[rb], off[rb+1]
 		sends = sends[:0]
-		var cur algo.Request
-		if len(recv) > 0 {
-			cur = p.Irecv(left, tmp[0][:min(seg, len(recv))])
+		if rhi > rlo {
+			in[0] = algo.RecvRangeInto(p, left, buf, rlo, min(rlo+seg, rhi), tmp[0], in[0][:0])
 		}
-		for lo := 0; lo < len(send); lo += seg {
-			sends = append(sends, p.Isend(right, send[lo:min(lo+seg, len(send))]))
+		for lo := slo; lo < shi; lo += seg {
+			sends = algo.SendRange(p, right, buf, lo, min(lo+seg, shi), sends)
 		}
-		for k, lo := 0, 0; lo < len(recv); k, lo = k+1, lo+seg {
-			if err := cur.Wait(ctx); err != nil {
+		for k, lo := 0, rlo; lo < rhi; k, lo = k+1, lo+seg {
+			if err := algo.WaitAll(ctx, in[k%2]...); err != nil {
 				return fmt.Errorf("step %d: recv from rank %d: %w", s, left, err)
 			}
-			hi := min(lo+seg, len(recv))
-			if hi < len(recv) {
-				cur = p.Irecv(left, tmp[(k+1)%2][:min(seg, len(recv)-hi)])
+			hi := min(lo+seg, rhi)
+			if hi < rhi {
+				next := (k + 1) % 2
+				in[next] = algo.RecvRangeInto(p, left, buf, hi, min(hi+seg, rhi), tmp[next], in[next][:0])
 			}
-			if err := p.Reduce(recv[lo:hi], tmp[k%2][:hi-lo]); err != nil {
+			if err := algo.ReduceRange(p, buf, lo, hi, tmp[k%2][:hi-lo]); err != nil {
 				return fmt.Errorf("step %d: reduce: %w", s, err)
 			}
 		}

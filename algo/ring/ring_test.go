@@ -225,3 +225,65 @@ func ExampleAllReduce() {
 	fmt.Println(out, err)
 	// Output: [[6 60 600] [6 60 600] [6 60 600] [6 60 600]] <nil>
 }
+
+// pieced runs fn on a copy of buf cut into separate pieces (algo.Vec) at
+// element boundaries that depend only on len(buf), so that every rank
+// cuts alike, and copies the result back: the Vec forms must give what
+// the flat ones give, for any cut.
+func pieced(p algo.Peers, buf []byte, fn func(v algo.Vec) error) error {
+	es := p.ElemSize()
+	var parts [][]byte
+	seed := uint64(len(buf))*2654435761 + 1
+	for off := 0; off < len(buf); {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		n := min(int(seed>>33)%5*es, len(buf)-off) // 0 to 4 elements: empty pieces too
+		parts = append(parts, append([]byte(nil), buf[off:off+n]...))
+		off += n
+	}
+	if err := fn(algo.Pieces(parts)); err != nil {
+		return err
+	}
+	off := 0
+	for _, b := range parts {
+		off += copy(buf[off:], b)
+	}
+	return nil
+}
+
+func TestAllReduceVec(t *testing.T) {
+	for name, o := range variants {
+		t.Run(name, func(t *testing.T) {
+			algotest.TestAllReduce(t, func(ctx context.Context, p algo.Peers, buf []byte) error {
+				return pieced(p, buf, func(v algo.Vec) error { return o.AllReduceVec(ctx, p, v) })
+			})
+		})
+	}
+}
+
+func TestAllGatherVec(t *testing.T) {
+	algotest.TestAllGather(t, func(ctx context.Context, p algo.Peers, buf []byte, counts []int) error {
+		return pieced(p, buf, func(v algo.Vec) error { return ring.Options{}.AllGatherVec(ctx, p, v, counts) })
+	})
+}
+
+// A Vec of one piece sends what the flat buffer sends: the transcript of
+// AllReduceVec over Flat is the golden one of AllReduce.
+func TestAllReduceVecFlatTranscript(t *testing.T) {
+	run := func(fn func(ctx context.Context, p algo.Peers, buf []byte) error) string {
+		w := algotest.World{Size: 4, ElemSize: 8, Reduce: algotest.SumInt64}
+		st, err := w.Run(context.Background(), func(ctx context.Context, p algo.Peers) error {
+			return fn(ctx, p, make([]byte, 10*8))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.TranscriptText()
+	}
+	flat := run(ring.AllReduce)
+	vec := run(func(ctx context.Context, p algo.Peers, buf []byte) error {
+		return ring.Options{}.AllReduceVec(ctx, p, algo.Flat(buf))
+	})
+	if flat != vec {
+		t.Fatalf("AllReduceVec(Flat) sends\n%s\nAllReduce sends\n%s", vec, flat)
+	}
+}
