@@ -66,7 +66,7 @@ func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) 
 		if err != nil {
 			return err
 		}
-		if err := c.pack(ctx, s.host[off:off+sv.bytes()], []view{sv}); err != nil {
+		if err := c.load(ctx, s.host[off:off+sv.bytes()], sv); err != nil {
 			c.unstage(ctx, s, false)
 			return err
 		}
@@ -115,61 +115,6 @@ func (c *Comm) AllGatherList(ctx context.Context, send any, recv []any) error {
 		return err
 	}
 	return c.unpack(ctx, flat, rvs)
-}
-
-// AllGatherCoalesced all-gathers several buffers of one dtype in one
-// message: recv[i] receives every rank's send[i], rank j's part at element
-// j*len(send[i]).
-func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
-	const name = commslog.AllGatherCoalesced
-	if len(send) != len(recv) {
-		return invalid(name, c.rank, "%d send buffers but %d recv buffers", len(send), len(recv))
-	}
-	svs, total, err := c.checkList(name, "send", send)
-	if err != nil || len(svs) == 0 {
-		return err
-	}
-	rvs, _, err := c.checkList(name, "recv", recv)
-	if err != nil {
-		return err
-	}
-	if err := sameType(name, c, svs[0], rvs[0]); err != nil {
-		return err
-	}
-	for i := range svs {
-		if rvs[i].n != svs[i].n*c.Size() {
-			return invalid(name, c.rank, "recv[%d] has %d elements, want %d", i, rvs[i].n, svs[i].n*c.Size())
-		}
-	}
-	esz := svs[0].dt.Size()
-	n := c.Size()
-	flat := scratch.Get(total * esz * n)
-	defer scratch.Put(flat)
-	fv := view{dt: svs[0].dt, n: total * n, b: flat}
-	mine := view{dt: fv.dt, n: total, b: scratch.Get(total * esz)}
-	defer scratch.Put(mine.b)
-	if err := c.pack(ctx, mine.b, svs); err != nil {
-		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
-	}
-	if err := checked(c.allGatherv(name, mine, fv, equalCounts(n, total), fv.bytes())).exec(ctx); err != nil {
-		return err
-	}
-	// flat holds, for each rank j, that rank's send buffers packed; move
-	// part i of rank j to recv[i] block j.
-	for i, rv := range rvs {
-		off := 0
-		for _, v := range svs[:i] {
-			off += v.bytes()
-		}
-		part := svs[i].bytes()
-		for j := 0; j < n; j++ {
-			src := flat[j*total*esz+off:][:part]
-			if err := c.copyTo(ctx, rv, j*part, src); err != nil {
-				return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
-			}
-		}
-	}
-	return nil
 }
 
 // copyTo writes src into v at byte offset off.

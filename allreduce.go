@@ -6,7 +6,6 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
-	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -102,30 +101,6 @@ func (c *Comm) hostAllReduce(ctx context.Context, k *call) error {
 	return c.unstage(ctx, s, true)
 }
 
-// AllReduceCoalesced all-reduces several buffers of one dtype as one
-// message (torch's all_reduce_coalesced): they are packed into one scratch
-// buffer, reduced, and unpacked.
-func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.Op) error {
-	const name = commslog.AllReduceCoalesced
-	views, total, err := c.checkList(name, "bufs", bufs)
-	if err != nil {
-		return err
-	}
-	if len(views) == 0 {
-		return nil
-	}
-	flat := scratch.Get(total * views[0].dt.Size())
-	defer scratch.Put(flat)
-	if err := c.pack(ctx, flat, views); err != nil {
-		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
-	}
-	fv := view{dt: views[0].dt, n: total, b: flat}
-	if err := checked(c.allReduceView(name, &fv, op, "")).exec(ctx); err != nil {
-		return err
-	}
-	return c.unpack(ctx, flat, views)
-}
-
 // checkList resolves a list of buffers that must share one dtype and
 // returns the total element count.
 func (c *Comm) checkList(op, what string, bufs []any) ([]view, int, error) {
@@ -147,23 +122,30 @@ func (c *Comm) checkList(op, what string, bufs []any) ([]view, int, error) {
 
 // pack copies each view into consecutive parts of flat.
 func (c *Comm) pack(ctx context.Context, flat []byte, views []view) error {
+	c.shared.packed.Add(int64(len(flat)))
 	off := 0
 	for _, v := range views {
 		n := v.bytes()
-		if v.dev != nil {
-			if err := c.toHost(ctx, flat[off:off+n], v.dev, 0); err != nil {
-				return err
-			}
-		} else {
-			copy(flat[off:off+n], v.b)
+		if err := c.load(ctx, flat[off:off+n], v); err != nil {
+			return err
 		}
 		off += n
 	}
 	return nil
 }
 
+// load copies v's bytes into dst, from the device where v lives there.
+func (c *Comm) load(ctx context.Context, dst []byte, v view) error {
+	if v.dev != nil {
+		return c.toHost(ctx, dst, v.dev, 0)
+	}
+	copy(dst, v.b)
+	return nil
+}
+
 // unpack is the inverse of pack.
 func (c *Comm) unpack(ctx context.Context, flat []byte, views []view) error {
+	c.shared.packed.Add(int64(len(flat)))
 	off := 0
 	for _, v := range views {
 		n := v.bytes()

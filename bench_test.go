@@ -177,3 +177,31 @@ func BenchmarkAllReduce8BTCP(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkCoalesced puts AllReduceCoalesced of 16 separate slices of
+// 1 MiB beside AllReduce of one 16 MiB slice, on goroutine ranks: the
+// coalesced call runs on the slices where they lie (coalesced.go), so the
+// two should take about the same time. BENCHMARKS.md has the figures, and
+// goccl bench -parts 16 the same over processes.
+func BenchmarkCoalesced(b *testing.B) {
+	const parts, part = 16, 1 << 20
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprintf("n=%d/allreduce-16MiB", n), func(b *testing.B) {
+			benchCollective(b, n, "", parts*part, func(ctx context.Context, c *goccl.Comm, buf, _ []float32) error {
+				return c.AllReduce(ctx, buf, reduceop.Sum)
+			})
+		})
+		b.Run(fmt.Sprintf("n=%d/coalesced-16x1MiB", n), func(b *testing.B) {
+			lists := make([][]any, n) // each rank's own slices
+			for r := range lists {
+				lists[r] = make([]any, parts)
+				for i := range lists[r] {
+					lists[r][i] = make([]float32, part/4)
+				}
+			}
+			benchCollective(b, n, "", parts*part, func(ctx context.Context, c *goccl.Comm, _, _ []float32) error {
+				return c.AllReduceCoalesced(ctx, lists[c.Rank()], reduceop.Sum)
+			})
+		})
+	}
+}

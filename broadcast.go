@@ -132,7 +132,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 		} else {
 			host = scratch.Get(v.bytes())
 			defer scratch.Put(host)
-			if err := c.pack(ctx, host, []view{v}); err != nil {
+			if err := c.load(ctx, host, v); err != nil {
 				return err
 			}
 		}

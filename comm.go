@@ -92,6 +92,7 @@ type shared struct {
 	devs     devices                 // per-device streams and pools of the device data path (devpath.go)
 	boarder  transport.Boarder       // the endpoint's boards (board.go), or nil
 	segments transport.SegmentHinter // the endpoint's segment sizes (segment.go), or nil
+	packed   atomic.Int64            // bytes copied into and out of packed buffers (pack, unpack)
 }
 
 type options struct {

@@ -24,3 +24,7 @@ func LinkedTo(c *Comm, peer int) bool {
 // "registered", "agreed", "connected" (so that a test can kill its rank
 // there); nil removes it.
 func SetTestShrinkHook(f func(stage string)) { testShrinkHook = f }
+
+// PackedBytes returns how many bytes c's calls have copied into and out of
+// packed buffers (the list collectives that do not run on their slices).
+func PackedBytes(c *Comm) int64 { return c.shared.packed.Load() }

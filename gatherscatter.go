@@ -85,7 +85,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 			host = scratch.Get(sv.bytes() * n)
 			defer scratch.Put(host)
 		}
-		if err := c.pack(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], []view{sv}); err != nil {
+		if err := c.load(ctx, host[c.rank*sv.bytes():(c.rank+1)*sv.bytes()], sv); err != nil {
 			c.unstage(ctx, s, false)
 			return err
 		}
@@ -169,7 +169,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 			host = scratch.Get(rv.bytes() * n)
 			defer scratch.Put(host)
 			if c.rank == root {
-				if err := c.pack(ctx, host, []view{sv}); err != nil {
+				if err := c.load(ctx, host, sv); err != nil {
 					return err
 				}
 			}

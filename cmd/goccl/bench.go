@@ -44,6 +44,7 @@ type benchConfig struct {
 	cpuBind            bool
 	units              commslog.Units
 	device             string // host, hostsim or cuda (benchdev.go)
+	parts              int    // -op allreduce over this many slices with AllReduceCoalesced; 1: AllReduce
 	// join: this process is one rank of a job a launcher started (-join);
 	// nSet: -n was given, so the job's size must match it.
 	join, nSet bool
@@ -189,6 +190,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress indicator on stderr")
 	fs.BoolVar(&cfg.cpuBind, "cpu-bind", true, "with one process per rank (-transport tcp, shm or auto), bind each rank to an equal share of the CPUs when there are at least as many CPUs as ranks")
 	fs.StringVar(&cfg.device, "device", "host", "where the buffers live: host (Go slices), hostsim (a fake device on host memory, staged and IPC paths as on a GPU) or cuda (the local rank's GPU; needs a goccl built with -tags cuda); GOCCL_DEVICE_IPC=0 stages same-host device messages instead of IPC")
+	fs.IntVar(&cfg.parts, "parts", 1, "with -op allreduce: cut each rank's buffer into this many slices and reduce them with AllReduceCoalesced, as a framework hands over its list of gradients")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write each rank's CPU profile (go tool pprof): rank 0's to this file, rank r's to this file's name followed by .r")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -218,6 +220,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	}
 	if cfg.iters < 1 || cfg.warmup < 0 {
 		return nil, fmt.Errorf("-iters must be >= 1 and -w >= 0")
+	}
+	if cfg.parts < 1 || cfg.parts > 1 && (cfg.op != "allreduce" || cfg.device != "host") {
+		return nil, fmt.Errorf("-parts %d: want 1, or more with -op allreduce on -device host", cfg.parts)
 	}
 	if _, ok := benchOps[cfg.op]; !ok {
 		return nil, fmt.Errorf("unknown -op %q (want one of %s)", cfg.op, strings.Join(benchOpNames, ", "))
@@ -640,6 +645,9 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 	name := string(a)
 	if name == "" {
 		name = "auto:" + string(c.AlgorithmFor(benchOps[cfg.op].coll, int(size)))
+	}
+	if cfg.parts > 1 {
+		name += fmt.Sprintf("/%d parts", cfg.parts)
 	}
 	switch cfg.op {
 	case "sendrecv":

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/elems"
 	"github.com/goccl/goccl/onebit"
@@ -18,6 +20,7 @@ type benchBufs struct {
 	count      int // elements in the whole message
 	send, recv any
 	state      *onebit.State // -op onebit's error-feedback buffers
+	parts      []any         // with -parts: send cut into slices (AllReduceCoalesced)
 
 	// With -device: the collective runs on these device buffers; send and
 	// recv above are their host copies, for filling and -check
@@ -75,7 +78,23 @@ func newBenchBufs(cfg *benchConfig, rank, n, count int) *benchBufs {
 		b.recv = elems.Make(dt, m)
 	}
 	b.fill()
+	if cfg.parts > 1 {
+		b.parts = cut(b.send, cfg.parts)
+	}
 	return b
+}
+
+// cut returns buf (a slice) as k slices of it, of sizes that differ by
+// at most one element.
+func cut(buf any, k int) []any {
+	v := reflect.ValueOf(buf)
+	parts := make([]any, k)
+	lo := 0
+	for i, m := range algo.EvenCounts(v.Len(), k) {
+		parts[i] = v.Slice(lo, lo+m).Interface()
+		lo += m
+	}
+	return parts
 }
 
 // reset refills the inputs (the in-place collectives overwrite them), on
@@ -227,6 +246,9 @@ func (b *benchBufs) run(ctx context.Context, c *goccl.Comm) error {
 	send, recv := b.args()
 	switch cfg.op {
 	case "allreduce":
+		if b.parts != nil {
+			return c.AllReduceCoalesced(ctx, b.parts, cfg.redop)
+		}
 		return c.AllReduce(ctx, send, cfg.redop)
 	case "broadcast":
 		return c.Broadcast(ctx, send, cfg.root)
