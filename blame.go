@@ -2,7 +2,6 @@ package goccl
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -19,9 +19,8 @@ import (
 //
 // Abort notices. A rank that aborts because of a failure tells every peer,
 // before it closes its endpoint, which world rank it blames and what kind
-// of failure it saw, on a reserved tag: 16 bytes (culprit: int64, class:
-// byte, 3 unused, witness: int32), then for a mismatch the witness's and
-// the culprit's fingerprints. The witness is the rank that saw the
+// of failure it saw, on a reserved tag (wire.Notice): for a mismatch also
+// the witness and the witness's and the culprit's fingerprints. The witness is the rank that saw the
 // mismatch; a relayed notice keeps it. Every world communicator
 // keeps a receive for that notice posted from each peer it holds a link
 // to (posted when the link comes up: transport.LinkNotifier), so a rank that is
@@ -49,28 +48,26 @@ import (
 // Tags of the notices: the group id all ones is never given to a group
 // (childID), and transport/tcp's goodbye tag is all ones.
 const (
-	tagReserved    = transport.Tag(1<<24-1) << tagGroupShift
-	tagWaitNotice  = tagReserved | 1
-	tagAbortNotice = tagReserved | 2
-	noticeLen      = 16 + 2*fpLen
+	tagWaitNotice  = wire.WaitTag
+	tagAbortNotice = wire.AbortTag
+	noticeLen      = wire.NoticeLen
 )
 
-// Failure classes carried by an abort notice.
+// Failure classes carried by an abort notice (wire.Class): classLeft is
+// no failure but a rank that closed its communicator on purpose
+// (leave.go), classCancelled a rank whose caller cancelled a call in
+// flight (cancel.go), the culprit being the sender itself.
 const (
-	classAborted byte = iota
-	classTimeout
-	classPeerClosed
-	classProtocol
-	classMismatch
-	// classLeft is no failure: the sender closed its communicator on
-	// purpose after the number of world calls in bytes 16..24 (leave.go).
-	classLeft
-	// classCancelled: the sender's caller cancelled a call in flight
-	// (cancel.go); the culprit is the sender itself.
-	classCancelled
+	classAborted    = wire.ClassAborted
+	classTimeout    = wire.ClassTimeout
+	classPeerClosed = wire.ClassPeerClosed
+	classProtocol   = wire.ClassProtocol
+	classMismatch   = wire.ClassMismatch
+	classLeft       = wire.ClassLeft
+	classCancelled  = wire.ClassCancelled
 )
 
-func classOf(err error) byte {
+func classOf(err error) wire.Class {
 	if ce := (*cancelError)(nil); errors.As(err, &ce) {
 		return classCancelled
 	}
@@ -90,7 +87,7 @@ func classOf(err error) byte {
 	return classAborted
 }
 
-func classError(class byte) error {
+func classError(class wire.Class) error {
 	switch class {
 	case classTimeout:
 		return ErrTimeout
@@ -110,10 +107,10 @@ func classError(class byte) error {
 // or ErrAborted).
 type PeerReport struct {
 	From, Culprit int
-	class         byte
+	class         wire.Class
 	detail        string
-	fps           []byte // a mismatch's two fingerprints, passed on as they came
-	witness       int    // the rank whose call is fps' first (From, unless relayed)
+	fps           [2]fingerprint // a mismatch's two fingerprints, passed on as they came
+	witness       int            // the rank whose call is fps[0] (From, unless relayed)
 }
 
 func (e *PeerReport) Error() string {
@@ -262,36 +259,31 @@ func (c *Comm) heard(q int) bool {
 	if r.Err() != nil {
 		return false
 	}
-	b := nr.buf
-	if b[8] == classLeft {
-		sh.leftAfter(q, binary.LittleEndian.Uint64(b[16:]))
+	nt, _ := wire.ParseNotice(nr.buf) // posted with NoticeLen bytes, and the receive succeeded
+	if nt.Class == classLeft {
+		sh.leftAfter(q, nt.Calls)
 		return true
 	}
-	rep := &PeerReport{From: q, Culprit: int(int64(binary.LittleEndian.Uint64(b))), class: b[8]}
+	rep := &PeerReport{From: q, Culprit: nt.Culprit, class: nt.Class}
 	if rep.Culprit < 0 || rep.Culprit >= sh.notices.n {
 		rep.Culprit = q // blames no one: name the rank that gave up
 	}
+	wfp, cfp := nt.FPs[0], nt.FPs[1]
 	if rep.class == classMismatch {
-		var theirs, mine fingerprint
-		copy(theirs[:], b[16:])
-		copy(mine[:], b[16+fpLen:])
-		rep.witness = int(int32(binary.LittleEndian.Uint32(b[12:])))
+		rep.witness = nt.Witness
 		if rep.witness < 0 || rep.witness >= sh.notices.n {
 			rep.witness = q
 		}
-		if theirs[0] == 'G' || mine[0] == 'G' { // else a mismatch without fingerprints (a wrong length)
-			rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", rep.witness, theirs, rep.Culprit, mine)
+		if wfp[0] == 'G' || cfp[0] == 'G' { // else a mismatch without fingerprints (a wrong length)
+			rep.detail = fmt.Sprintf("rank %d called %v, rank %d called %v", rep.witness, wfp, rep.Culprit, cfp)
 		}
-		rep.fps = b[16:]
+		rep.fps = nt.FPs
 	}
 	name := rep.Culprit
 	switch {
 	case rep.class == classMismatch:
 		// Name the rank whose call differs from this rank's, never the
 		// relayer: the notice says who saw what (verdict.go).
-		var wfp, cfp fingerprint
-		copy(wfp[:], b[16:])
-		copy(cfp[:], b[16+fpLen:])
 		c.blameNotice(q, rep.witness, rep.Culprit, wfp, cfp)
 		if name = c.blameMismatch(rep.witness, rep.Culprit, wfp, cfp); name == sh.ep.Rank() {
 			name = q
@@ -331,21 +323,17 @@ func (c *Comm) awaitNotice(q int, d time.Duration) bool {
 // (this rank itself when it is the one giving up) for err, waits briefly
 // for the notices to leave, and closes the endpoint.
 func (c *Comm) notify(culprit int, err error) {
-	sh := c.shared
-	var b [noticeLen]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(int64(culprit)))
-	b[8] = classOf(err)
+	nt := wire.Notice{Culprit: culprit, Class: classOf(err)}
 	var me *mismatchError
 	var rep *PeerReport
 	switch {
 	case errors.As(err, &me):
-		binary.LittleEndian.PutUint32(b[12:], uint32(sh.ep.Rank()))
-		copy(b[16:], me.mine[:])
-		copy(b[16+fpLen:], me.theirs[:])
+		nt.Witness, nt.FPs = c.shared.ep.Rank(), [2]fingerprint{me.mine, me.theirs}
 	case errors.As(err, &rep):
-		binary.LittleEndian.PutUint32(b[12:], uint32(rep.witness))
-		copy(b[16:], rep.fps)
+		nt.Witness, nt.FPs = rep.witness, rep.fps
 	}
+	var b [noticeLen]byte
+	nt.Encode(b[:])
 	c.tellAll(b[:])
 	c.closeEndpoint()
 }
@@ -405,8 +393,8 @@ func (c *Comm) blameStall(ge *Error) *Error {
 	}
 	me, n := sh.ep.Rank(), sh.ep.Size()
 	direct := c.ranks[ge.Peer]
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(direct))
+	var b [wire.WaitNoticeLen]byte
+	wire.EncodeWait(b[:], direct)
 	bufs := make([][]byte, n)
 	reqs := make([]transport.Request, n)
 	for q := range n {
@@ -414,7 +402,7 @@ func (c *Comm) blameStall(ge *Error) *Error {
 			continue
 		}
 		sh.ep.Isend(q, tagWaitNotice, b[:])
-		bufs[q] = make([]byte, 8)
+		bufs[q] = make([]byte, wire.WaitNoticeLen)
 		reqs[q] = sh.ep.Irecv(q, tagWaitNotice, bufs[q])
 	}
 	deadline := time.Now().Add(stallGrace(c.opts.timeout))
@@ -438,7 +426,7 @@ func (c *Comm) blameStall(ge *Error) *Error {
 		select {
 		case <-r.Done():
 			if r.Err() == nil {
-				if w := int(int64(binary.LittleEndian.Uint64(bufs[q]))); w >= 0 && w < n {
+				if w := wire.ParseWait(bufs[q]); w >= 0 && w < n {
 					waitsOn[q] = w
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
 )
@@ -82,7 +83,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 		t.Fatal("a notice of the right length was not taken")
 	}
 
-	if b[8] == classLeft {
+	if wire.Class(b[8]) == classLeft {
 		// A leave message: the peer closed on purpose after some calls;
 		// no abort until a call of this rank needs it.
 		if err := c.usable("barrier"); err != nil {
@@ -95,7 +96,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 		culprit = from
 	}
 	named := culprit
-	if b[8] == classMismatch && culprit == 0 {
+	if wire.Class(b[8]) == classMismatch && culprit == 0 {
 		// A mismatch that blames this rank names the rank whose call
 		// differs: the witness, when it is another rank (verdict.go).
 		if w := int(int32(binary.LittleEndian.Uint32(b[12:]))); w > 0 && w < fuzzRanks {
@@ -105,8 +106,8 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 	if named == 0 {
 		named = from
 	}
-	class, want := b[8], map[byte]error{classTimeout: ErrTimeout, classPeerClosed: ErrPeerClosed,
-		classProtocol: ErrProtocol, classMismatch: ErrMismatch}[b[8]]
+	class, want := wire.Class(b[8]), map[wire.Class]error{classTimeout: ErrTimeout, classPeerClosed: ErrPeerClosed,
+		classProtocol: ErrProtocol, classMismatch: ErrMismatch}[wire.Class(b[8])]
 	if want == nil {
 		want = ErrAborted
 		if class != classCancelled {
@@ -140,7 +141,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 	if class == classMismatch {
 		wantFP = b[16:]
 	}
-	if c := int(int64(binary.LittleEndian.Uint64(got))); c != culprit || got[8] != class || !bytes.Equal(got[16:], wantFP) {
+	if c := int(int64(binary.LittleEndian.Uint64(got))); c != culprit || wire.Class(got[8]) != class || !bytes.Equal(got[16:], wantFP) {
 		t.Fatalf("passed on % x\nfor % x: want culprit %d, class %d", got, b, culprit, class)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/scratch"
+	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
 )
@@ -374,17 +375,18 @@ func (c *Comm) usable(op string) error {
 	return nil
 }
 
-// Tags: the top 24 bits name the group, the next bit says point-to-point,
-// the low 39 bits count collectives (or carry the user's p2p tag).
+// Tags (wire's layout): the top 24 bits name the group, the next bit says
+// point-to-point, the low 39 bits count collectives (or carry the user's
+// p2p tag).
 const (
-	tagGroupShift = 40
-	tagP2P        = 1 << 39
+	tagGroupShift = wire.GroupShift
+	tagP2P        = wire.P2PBit
 )
 
 // nextTag orders a collective on c; c.shared.calls is held.
 func (c *Comm) nextTag() transport.Tag {
 	c.track.seq++
-	return transport.Tag(c.id<<tagGroupShift | (c.track.seq & (tagP2P - 1)))
+	return wire.CollectiveTag(c.id, c.track.seq)
 }
 
 func childID(parent, n uint64, ranks []int) uint64 {

@@ -2,147 +2,54 @@ package goccl
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
-	"strings"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
-	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/transport"
 )
 
 // Every collective's first message from one rank to another carries a
 // fingerprint of the call: which collective, its sequence number, the
-// element count, dtype, reduction and root. The receiver compares it with
-// its own call and fails with ErrMismatch, naming both calls, instead of
-// hanging or reducing bytes it misreads. The fingerprint rides in front of
-// small first messages (one message, one copy of at most fpInline bytes)
-// and as its own 32-byte message before larger ones. A receive of the
-// wrong length still delivers its prefix (transport.Endpoint.Irecv), so
-// the fingerprint is read even when the ranks disagree on the size.
+// element count, dtype, reduction and root (its layout is package wire's).
+// The receiver compares it with its own call and fails with ErrMismatch,
+// naming both calls, instead of hanging or reducing bytes it misreads.
+// The fingerprint rides in front of small first messages (one message,
+// one copy of at most fpInline bytes) and as its own 32-byte message
+// before larger ones. A receive of the wrong length still delivers its
+// prefix (transport.Endpoint.Irecv), so the fingerprint is read even when
+// the ranks disagree on the size.
 //
-//	0    2   3     4     5       6     7    8      12           16       24    32
-//	| GF | op | dtype | redop | chunk | seg | - | root | group id lo | count | seq |
-//
-// chunk is log2 of the message size a device buffer is cut into
-// (devpath.go), 0 for a host buffer's whole messages, and seg log2 of the
-// segment size the group's pipelined algorithms use (segment.go), 0 for
-// their default: ranks that cut differently would misread each other's
-// messages.
+// The fingerprint also says how a call's bytes are cut: the message size
+// a device buffer is cut into (devpath.go) and the segment size the
+// group's pipelined algorithms use (segment.go), since ranks that cut
+// differently would misread each other's messages.
 
 const (
-	fpLen    = 32
-	fpInline = 4 << 10
+	fpLen    = wire.FPLen
+	fpInline = wire.FPInline
 )
 
-type fingerprint [fpLen]byte
+type fingerprint = wire.Fingerprint
 
-var fpOps = commslog.OpNames()
-
-// fpOpNumbers numbers the op names for the fingerprint (0: unknown).
-var fpOpNumbers = func() map[string]uint8 {
-	m := make(map[string]uint8, len(fpOps))
-	for i, op := range fpOps {
-		m[op] = uint8(i + 1)
-	}
-	return m
-}()
-
-// fpAllReduce is all_reduce's number, the one latency-bound calls ask for.
-var fpAllReduce = fpOpNumbers[commslog.AllReduce]
-
-// fpOpIndex is op's number. The 8-byte allreduce skips the map, whose
-// string hash costs it more than the rest of the fingerprint.
-func fpOpIndex(op string) uint8 {
-	if op == commslog.AllReduce {
-		return fpAllReduce
-	}
-	return fpOpNumbers[op]
-}
-
-// set makes f k's fingerprint in place, in four 8-byte stores. The
-// fingerprint is made on every call and read at once in 8-byte words
-// (putFP, equalFP): a wider read of narrower stores that have not reached
-// the cache yet cannot take its bytes from them and waits until they
-// have, which returning it by value and copying it cost the 8-byte
-// allreduce several times a call.
-func (f *fingerprint) set(k *call, group uint64, tag transport.Tag) {
-	var chunk uint64
+// setFP makes f k's fingerprint in place (wire.Fingerprint.Set).
+func setFP(f *fingerprint, k *call, group uint64, tag transport.Tag) {
+	var chunk uint8
 	if k.chunk > 0 {
-		chunk = uint64(bits.Len(uint(k.chunk)) - 1)
+		chunk = uint8(bits.Len(uint(k.chunk)) - 1)
 	}
-	seg := uint64(k.c.segLog)
-	binary.LittleEndian.PutUint64(f[0:], 'G'|'F'<<8|uint64(fpOpIndex(k.op))<<16|
-		uint64(uint8(k.dt))<<24|uint64(uint8(k.redop))<<32|chunk<<40|seg<<48)
-	binary.LittleEndian.PutUint64(f[8:], uint64(uint32(int32(k.root)))|uint64(uint32(group))<<32)
-	binary.LittleEndian.PutUint64(f[16:], uint64(k.count))
-	binary.LittleEndian.PutUint64(f[24:], uint64(tag)&(tagP2P-1))
+	f.Set(wire.OpNumber(k.op), k.dt, k.redop, chunk, k.c.segLog, k.root, group, k.count, wire.Seq(tag))
 }
 
-// putFP copies f into dst in 8-byte words (see set).
-func putFP(dst []byte, f *fingerprint) {
-	_ = dst[fpLen-1]
-	for i := 0; i < fpLen; i += 8 {
-		binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(f[i:]))
-	}
-}
+// putFP copies f into dst in 8-byte words (wire.Put).
+func putFP(dst []byte, f *fingerprint) { wire.Put(dst, f) }
 
-// equalFP reports whether b starts with f, comparing 8-byte words.
-func equalFP(b []byte, f *fingerprint) bool {
-	_ = b[fpLen-1]
-	for i := 0; i < fpLen; i += 8 {
-		if binary.LittleEndian.Uint64(b[i:]) != binary.LittleEndian.Uint64(f[i:]) {
-			return false
-		}
-	}
-	return true
-}
-
-// op names the fingerprint's collective.
-func (f fingerprint) op() string {
-	if i := int(f[2]) - 1; i >= 0 && i < len(fpOps) {
-		return fpOps[i]
-	}
-	return fmt.Sprintf("op#%d", f[2])
-}
-
-// String describes the call a fingerprint stands for, as an error shows it.
-func (f fingerprint) String() string {
-	if f[0] == 'G' && f[1] == 'S' {
-		return strayString(f)
-	}
-	if f[0] == 'G' && f[1] == 'L' {
-		return fmt.Sprintf("no collective: it closed its communicator after %d calls", binary.LittleEndian.Uint64(f[24:]))
-	}
-	if f[0] != 'G' || f[1] != 'F' {
-		return "a message without a fingerprint"
-	}
-	op := f.op()
-	var args []string
-	if dt := reduceop.DType(f[3]); dt.Valid() {
-		args = append(args, "dtype="+dt.String())
-	}
-	if count := int64(binary.LittleEndian.Uint64(f[16:])); count > 0 || count == 0 && len(args) > 0 {
-		args = append(args, fmt.Sprintf("count=%d", count))
-	}
-	if f[4] != 0 {
-		args = append(args, fmt.Sprintf("op=%v", reduceop.Op(f[4])))
-	}
-	if f[5] != 0 {
-		args = append(args, fmt.Sprintf("device buffer in %d-byte chunks", 1<<f[5]))
-	}
-	if f[6] != 0 {
-		args = append(args, fmt.Sprintf("segments of %d bytes", 1<<f[6]))
-	}
-	if root := int32(binary.LittleEndian.Uint32(f[8:])); root >= 0 {
-		args = append(args, fmt.Sprintf("root=%d", root))
-	}
-	return fmt.Sprintf("%s(%s) #%d", op, strings.Join(args, ", "), binary.LittleEndian.Uint64(f[24:]))
-}
+// equalFP reports whether b starts with f, comparing 8-byte words
+// (wire.Equal).
+func equalFP(b []byte, f *fingerprint) bool { return wire.Equal(b, f) }
 
 // fpSmall is the longest payload whose first message is built in a
 // buffer inside the call (msgBuf), not one from the scratch pool.

@@ -1,8 +1,6 @@
 package goccl
 
-import (
-	"encoding/binary"
-)
+import "github.com/goccl/goccl/internal/wire"
 
 // Leaving. Calls are matched by their order, so a rank that skips a call
 // whose neighbours in the sequence look the same (twelve identical
@@ -11,7 +9,7 @@ import (
 // MPI. It can be caught at the end. A world communicator that closes
 // without having been aborted tells every peer, on the abort-notice tag,
 // how many collectives it made (class classLeft, the count in bytes
-// 16..24). A peer whose call then fails because that rank is gone, and
+// wire.Notice). A peer whose call then fails because that rank is gone, and
 // whose call comes after the leaver's last, fails at once with
 // ErrMismatch naming the leaver and both counts, instead of ErrPeerClosed
 // or, where the link's end is not seen, the timeout.
@@ -19,13 +17,11 @@ import (
 // sayLeaving sends the leave notice and waits briefly for it to go.
 func (c *Comm) sayLeaving() {
 	sh := c.shared
-	var b [noticeLen]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(int64(sh.ep.Rank())))
-	b[8] = classLeft
 	sh.calls.Lock()
 	calls := c.track.seq
 	sh.calls.Unlock()
-	binary.LittleEndian.PutUint64(b[16:], calls)
+	var b [noticeLen]byte
+	(&wire.Notice{Culprit: sh.ep.Rank(), Class: classLeft, Calls: calls}).Encode(b[:])
 	c.tellAll(b[:])
 }
 
@@ -43,22 +39,19 @@ func (sh *shared) leftAfter(q int, calls uint64) {
 // communicator before making this call, else nil.
 func (r *request) leftEarly() error {
 	c := r.p.c
-	if c.id != 0 || uint64(r.p.tag)&tagP2P != 0 {
+	if c.id != 0 || wire.IsP2P(r.p.tag) {
 		return nil // a group's or a point-to-point call: the count is the world's
 	}
 	c.shared.goneMu.Lock()
 	calls, ok := c.shared.left[c.ranks[r.peer]]
 	c.shared.goneMu.Unlock()
-	seq := uint64(r.p.tag) & (tagP2P - 1)
+	seq := wire.Seq(r.p.tag)
 	if !ok || seq <= calls {
 		return nil
 	}
 	// Its "call" is a fingerprint that says so, which an abort notice
 	// carries on to the ranks that do not wait on it.
-	var gone fingerprint
-	gone[0], gone[1] = 'G', 'L'
-	copy(gone[12:16], r.p.fp[12:16])
-	binary.LittleEndian.PutUint64(gone[24:], calls)
+	gone := wire.Probe(wire.KindLeft, r.p.fp.Group(), calls)
 	return &Error{Op: r.p.op, Rank: c.rank, Peer: r.peer, Dir: r.dir,
 		Err: &mismatchError{mine: r.p.fp, theirs: gone, peer: r.peer}}
 }

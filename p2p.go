@@ -2,46 +2,27 @@ package goccl
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
-	"github.com/goccl/goccl/reduceop"
+	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/transport"
 )
 
 // Point to point. Send and Recv pair by (peer, tag) in order, as MPI's
 // do. With the mismatch check on (the default), every message carries a
-// 16-byte header with its dtype and element count, in front of a payload
-// of at most fpInline bytes or as its own message before a larger one, so
-// a Recv of []int32 meeting a Send of []float32, or of another length,
-// fails with ErrMismatch naming both sides instead of returning
-// reinterpreted bits:
-//
-//	0    2       3   8       16
-//	| GP | dtype | - | count |
+// 16-byte header with its dtype and element count (wire.P2PHeader), in
+// front of a payload of at most fpInline bytes or as its own message
+// before a larger one, so a Recv of []int32 meeting a Send of []float32,
+// or of another length, fails with ErrMismatch naming both sides instead
+// of returning reinterpreted bits.
 //
 // A header and its payload are posted together under a lock, so that
 // concurrent sends (or receives) on one tag cannot interleave them.
 
-const p2pHdrLen = 16
-
-type p2pHeader [p2pHdrLen]byte
-
-func makeP2PHeader(dt reduceop.DType, count int) (h p2pHeader) {
-	h[0], h[1], h[2] = 'G', 'P', uint8(dt)
-	binary.LittleEndian.PutUint64(h[8:], uint64(count))
-	return h
-}
-
-func (h p2pHeader) String() string {
-	if h[0] != 'G' || h[1] != 'P' {
-		return "a message without a point-to-point header"
-	}
-	return fmt.Sprintf("dtype=%v, count=%d", reduceop.DType(h[2]), binary.LittleEndian.Uint64(h[8:]))
-}
+const p2pHdrLen = wire.P2PHeaderLen
 
 // MaxTag is the largest tag Send and Recv accept: the largest int on
 // every platform, 32-bit ones included (MPI promises at least 32767). The
@@ -60,7 +41,7 @@ func (c *Comm) p2p(name string, buf any, peer, tag int) (view, transport.Tag, er
 	if tag < 0 || tag > MaxTag {
 		return v, 0, invalid(name, c.rank, "tag %d out of range [0,%d]", tag, MaxTag)
 	}
-	return v, transport.Tag(c.id<<tagGroupShift | tagP2P | uint64(tag)), c.usable(name)
+	return v, wire.P2PTag(c.id, uint64(tag)), c.usable(name)
 }
 
 // Send sends buf to rank dst with a tag; the matching Recv on dst must use
@@ -118,12 +99,12 @@ func (c *Comm) send(ctx context.Context, buf any, dst, tag int) *call {
 	switch {
 	case c.opts.noCheck:
 	case len(host) <= fpInline:
-		h := makeP2PHeader(v.dt, v.n)
+		h := wire.NewP2PHeader(v.dt, v.n)
 		msg = scratch.Get(p2pHdrLen + len(host))
 		copy(msg, h[:])
 		copy(msg[p2pHdrLen:], host)
 	default:
-		h := makeP2PHeader(v.dt, v.n)
+		h := wire.NewP2PHeader(v.dt, v.n)
 		first = ep.Isend(to, t, h[:])
 	}
 	var r transport.Request
@@ -178,7 +159,7 @@ func (c *Comm) recv(ctx context.Context, buf any, src, tag int) *call {
 		host = scratch.Get(v.bytes())
 	}
 	ep, from := c.shared.ep, c.ranks[src]
-	want := makeP2PHeader(v.dt, v.n)
+	want := wire.NewP2PHeader(v.dt, v.n)
 	var first transport.Request
 	var hdr, msg []byte // the received header; header and payload when inline
 	c.p2pMu.Lock()
@@ -210,7 +191,7 @@ func (c *Comm) recv(ctx context.Context, buf any, src, tag int) *call {
 		}
 		err := hr.Wait(ctx)
 		if hdr != nil && (err == nil || errors.Is(err, transport.ErrLength)) {
-			var got p2pHeader
+			var got wire.P2PHeader
 			copy(got[:], hdr)
 			if got != want {
 				// The sender's Send differs; its payload, if it comes

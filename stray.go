@@ -1,12 +1,11 @@
 package goccl
 
 import (
-	"encoding/binary"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -54,13 +53,13 @@ func (c *Comm) orderLocked(k *call) (prev uint64) {
 	p := k.p
 	t := &c.track
 	p.tag = c.nextTag()
-	seq := uint64(p.tag) & (tagP2P - 1)
+	seq := wire.Seq(p.tag)
 	t.inflight = append(t.inflight, seq)
 	if k.onBoard {
 		prev, t.boardLast[seq&1] = t.boardLast[seq&1], seq
 	}
 	if p.check || c.board != nil {
-		p.fp.set(k, c.id, p.tag)
+		setFP(&p.fp, k, c.id, p.tag)
 	}
 	if p.check {
 		t.history.add(&p.fp)
@@ -77,7 +76,7 @@ func (c *Comm) finishLocked(seq uint64) (from, to uint64) {
 	} else if i := slices.Index(t.inflight, seq); i >= 0 {
 		t.inflight = slices.Delete(t.inflight, i, i+1)
 	}
-	to = t.seq & (tagP2P - 1) // the last call ordered
+	to = t.seq & wire.SeqMask // the last call ordered
 	if len(t.inflight) > 0 {
 		to = slices.Min(t.inflight) - 1
 	}
@@ -91,15 +90,14 @@ func (c *Comm) finishLocked(seq uint64) (from, to uint64) {
 // finished reports whether the call a collective's tag names is over on
 // this rank (transport.StrayReporter's test).
 func (sh *shared) finished(tag transport.Tag) bool {
-	t := uint64(tag)
-	if t&tagP2P != 0 {
+	if wire.IsP2P(tag) {
 		return false // point-to-point: the user's tags
 	}
-	v, ok := sh.groups.Load(t >> tagGroupShift)
+	v, ok := sh.groups.Load(wire.Group(tag))
 	if !ok {
 		return false // a notice, or a group this rank is not in
 	}
-	seq := t & (tagP2P - 1)
+	seq := wire.Seq(tag)
 	return seq > 0 && seq <= v.(*Comm).track.retired.Load()
 }
 
@@ -111,14 +109,14 @@ func (c *Comm) retire(from, to uint64) {
 		return
 	}
 	for seq := from + 1; seq <= to; seq++ {
-		sr.Retire(transport.Tag(c.id<<tagGroupShift | seq))
+		sr.Retire(wire.CollectiveTag(c.id, seq))
 	}
 }
 
 // stray turns a message nobody will receive into the mismatch it shows,
 // and aborts the communicator with it. It runs on a transport goroutine.
 func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
-	v, ok := sh.groups.Load(uint64(tag) >> tagGroupShift)
+	v, ok := sh.groups.Load(wire.Group(tag))
 	if !ok {
 		return
 	}
@@ -127,23 +125,19 @@ func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
 	if peer < 0 || sh.aborted.Load() != nil {
 		return
 	}
-	seq := uint64(tag) & (tagP2P - 1)
-	var probe fingerprint
-	probe[0], probe[1] = 'G', 'F'
-	binary.LittleEndian.PutUint32(probe[12:], uint32(c.id))
-	binary.LittleEndian.PutUint64(probe[24:], seq)
+	seq := wire.Seq(tag)
+	probe := wire.Probe(wire.KindCall, uint32(c.id), seq)
 	mine, _ := c.recentCall(probe)
 	var theirs fingerprint
 	copy(theirs[:], head)
-	withFP := theirs[0] == 'G' && theirs[1] == 'F' && sameCall(theirs, probe)
+	withFP := theirs.Kind() == wire.KindCall && wire.SameCall(&theirs, &probe)
 	if !withFP {
 		// Not the call's first message: say what is known.
-		theirs = probe
-		theirs[1] = 'S'
+		theirs = wire.Probe(wire.KindStray, uint32(c.id), seq)
 	}
 	op := "collective"
 	if mine[0] == 'G' {
-		op = mine.op()
+		op = mine.Op()
 	}
 	err := &Error{Op: op, Rank: c.rank, Peer: peer, Dir: "<-",
 		Err: &mismatchError{mine: mine, theirs: theirs, peer: peer}}
@@ -159,9 +153,3 @@ func (sh *shared) stray(from int, tag transport.Tag, head []byte) {
 // strayGrace is how long a stray without a fingerprint waits before it
 // aborts, for a report that says more.
 const strayGrace = 20 * time.Millisecond
-
-// strayString describes a stray message that was not its call's first.
-func strayString(f fingerprint) string {
-	return fmt.Sprintf("a message for call #%d, which this rank had finished without expecting it",
-		binary.LittleEndian.Uint64(f[24:]))
-}

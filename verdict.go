@@ -1,9 +1,10 @@
 package goccl
 
 import (
-	"encoding/binary"
 	"errors"
 	"slices"
+
+	"github.com/goccl/goccl/internal/wire"
 )
 
 // The verdict: once a communicator is aborted, every failed call on it
@@ -49,7 +50,7 @@ func (h *history) add(f *fingerprint) {
 func (h *history) find(f fingerprint) (fingerprint, bool) {
 	for i := range min(h.n, historyLen) {
 		g := h.fps[(h.n-1-i)%historyLen]
-		if sameCall(f, g) {
+		if wire.SameCall(&f, &g) {
 			return g, true
 		}
 	}
@@ -59,10 +60,10 @@ func (h *history) find(f fingerprint) (fingerprint, bool) {
 // recentCall returns this rank's fingerprint of the call f names (its
 // group and sequence number), if that call is still remembered.
 func (sh *shared) recentCall(f fingerprint) (fingerprint, bool) {
-	if f[0] != 'G' || f[1] != 'F' {
+	if f.Kind() != wire.KindCall {
 		return fingerprint{}, false
 	}
-	v, ok := sh.groups.Load(uint64(binary.LittleEndian.Uint32(f[12:])))
+	v, ok := sh.groups.Load(uint64(f.Group()))
 	if !ok {
 		return fingerprint{}, false
 	}
@@ -74,13 +75,6 @@ func (c *Comm) recentCall(f fingerprint) (fingerprint, bool) {
 	c.shared.calls.Lock()
 	defer c.shared.calls.Unlock()
 	return c.track.history.find(f)
-}
-
-// sameCall reports whether two fingerprints are of the same slot in the
-// order of calls: the same group and sequence number.
-func sameCall(a, b fingerprint) bool {
-	return binary.LittleEndian.Uint32(a[12:]) == binary.LittleEndian.Uint32(b[12:]) &&
-		binary.LittleEndian.Uint64(a[24:]) == binary.LittleEndian.Uint64(b[24:])
 }
 
 // blameMismatch returns the world rank this rank names for a mismatch

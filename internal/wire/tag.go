@@ -1,0 +1,46 @@
+package wire
+
+import "github.com/goccl/goccl/transport"
+
+// The tag's fields (see the package doc).
+const (
+	// GroupShift is where the group id starts in a tag.
+	GroupShift = 40
+	// P2PBit marks a point-to-point message's tag.
+	P2PBit = 1 << 39
+	// SeqMask keeps a tag's sequence number (or point-to-point tag).
+	SeqMask = P2PBit - 1
+	// MaxGroup is the largest group id a group is given: all ones is
+	// reserved for the notices (and transport/tcp's goodbye).
+	MaxGroup = 1<<24 - 2
+)
+
+// The reserved tags.
+const (
+	Reserved = transport.Tag(1<<24-1) << GroupShift
+	WaitTag  = Reserved | 1
+	AbortTag = Reserved | 2
+)
+
+// CollectiveTag is the tag of collective number seq of group.
+func CollectiveTag(group, seq uint64) transport.Tag {
+	return transport.Tag(group<<GroupShift | seq&SeqMask)
+}
+
+// P2PTag is the tag of a point-to-point message of group with the user's
+// tag.
+func P2PTag(group uint64, tag uint64) transport.Tag {
+	return transport.Tag(group<<GroupShift | P2PBit | tag&SeqMask)
+}
+
+// Group returns the group id of t.
+func Group(t transport.Tag) uint64 { return uint64(t) >> GroupShift }
+
+// Seq returns the sequence number (or point-to-point tag) of t.
+func Seq(t transport.Tag) uint64 { return uint64(t) & SeqMask }
+
+// IsP2P reports whether t is a point-to-point message's tag.
+func IsP2P(t transport.Tag) bool { return uint64(t)&P2PBit != 0 }
+
+// IsReserved reports whether t is one of the notices' tags.
+func IsReserved(t transport.Tag) bool { return Group(t) == 1<<24-1 }
