@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device/hostsim"
 	"github.com/goccl/goccl/internal/elems"
 	"github.com/goccl/goccl/reduceop"
@@ -431,6 +432,39 @@ func TestBufferTypesDoNotAllocate(t *testing.T) {
 			}
 		}); a != 0 {
 			t.Errorf("BufferLen(%T): %v allocations", buf, a)
+		}
+	}
+}
+
+// The comms log names the new dtypes as torch does, and an As view by the
+// dtype it gives.
+func TestCommsLogNamesNewDTypes(t *testing.T) {
+	logs := make([][]string, 2)
+	err := goccl.RunLocal(context.Background(), 2, func(ctx context.Context, c *goccl.Comm) error {
+		if err := c.AllReduce(ctx, make([]complex128, 3), reduceop.Sum); err != nil {
+			return err
+		}
+		if err := c.Broadcast(ctx, make([]bool, 5), 0); err != nil {
+			return err
+		}
+		if err := c.AllReduce(ctx, goccl.As(make([]bfloat16, 2), reduceop.BFloat16), reduceop.Max); err != nil {
+			return err
+		}
+		if err := c.AllGather(ctx, make([]myUint64, 1), make([]uint64, 2)); err != nil {
+			return err
+		}
+		for _, r := range c.CommsLog().Records() {
+			logs[c.Rank()] = append(logs[c.Rank()], r.DType)
+		}
+		return nil
+	}, goccl.WithCommsLog(commslog.Config{Enabled: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"complex128", "bool", "bfloat16", "uint64"}
+	for r, got := range logs {
+		if !slices.Equal(got, want) {
+			t.Errorf("rank %d logged dtypes %v, want %v", r, got, want)
 		}
 	}
 }
