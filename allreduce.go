@@ -43,7 +43,7 @@ func (c *Comm) allReduce(name string, buf any, op reduceop.Op, force algo.Algori
 }
 
 func (c *Comm) allReduceView(name string, v *view, op reduceop.Op, force algo.Algorithm) (*call, error) {
-	if err := c.checkOp(name, op, v.dt); err != nil {
+	if err := c.checkOp(name, op, v); err != nil {
 		return nil, err
 	}
 	if v.dev == nil && c.useBoard(v.bytes(), force == "" || name == commslog.InferenceAllReduce) {

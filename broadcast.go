@@ -81,7 +81,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 	if err := c.checkRoot(name, root); err != nil {
 		return nil, err
 	}
-	if err := c.checkOp(name, op, v.dt); err != nil {
+	if err := c.checkOp(name, op, &v); err != nil {
 		return nil, err
 	}
 	a, fn := c.pickReduce(v.bytes())

@@ -2,6 +2,7 @@ package goccl
 
 import (
 	"fmt"
+	"reflect"
 	"unsafe"
 
 	"github.com/goccl/goccl/device"
@@ -9,12 +10,27 @@ import (
 )
 
 // A buffer argument of a collective is a typed Go slice of one of the
-// element types below, or a DeviceBuffer:
+// fixed-size element types below, a Typed view made by As, or a
+// DeviceBuffer:
 //
-//	[]float32 []float64 []reduceop.F16 []reduceop.BF16 []int8 []uint8 []int32 []int64
+//	[]float32 []float64 []reduceop.F16 []reduceop.BF16
+//	[]int8 []int16 []int32 []int64 []uint8 []uint16 []uint32 []uint64
+//	[]bool []complex64 []complex128
+//
+// Every collective moves any of them; a reduction takes the ops
+// reduceop.Check allows for the dtype (integers wrap; bool has Min and
+// BAnd as and, Max and BOr as or, BXor as xor; complex has Sum, Prod and
+// Avg). A slice of a named type is taken by its underlying type: a
+// []MyFloat with type MyFloat float32 is a []float32. A 16-bit float whose
+// Go type cannot say its format, a named uint16 such as a framework's
+// bfloat16, is taken as a uint16, never guessed as a float; As(buf,
+// reduceop.BFloat16) says what it is. int, uint and uintptr, whose size
+// depends on the platform, are refused.
 //
 // Buffers are passed as `any` so that one method serves every type, as
-// encoding/binary does; the type is checked before anything is sent.
+// encoding/binary does; the type is checked before anything is sent. The
+// unnamed slice types above resolve with a plain type switch, without
+// reflection or allocation; a named type goes through reflect.
 
 // DeviceBuffer is memory that Go code cannot address, such as GPU memory:
 // a device.Buffer (package device/cuda provides one, over memory it
@@ -71,6 +87,25 @@ func (v *view) of(buf any) error {
 		v.dt, v.n, v.b = reduceop.Int32, len(s), asBytes(s)
 	case []int64:
 		v.dt, v.n, v.b = reduceop.Int64, len(s), asBytes(s)
+	case []uint16:
+		v.dt, v.n, v.b = reduceop.Uint16, len(s), asBytes(s)
+	case []uint32:
+		v.dt, v.n, v.b = reduceop.Uint32, len(s), asBytes(s)
+	case []uint64:
+		v.dt, v.n, v.b = reduceop.Uint64, len(s), asBytes(s)
+	case []int16:
+		v.dt, v.n, v.b = reduceop.Int16, len(s), asBytes(s)
+	case []bool:
+		v.dt, v.n, v.b = reduceop.Bool, len(s), asBytes(s)
+	case []complex64:
+		v.dt, v.n, v.b = reduceop.Complex64, len(s), asBytes(s)
+	case []complex128:
+		v.dt, v.n, v.b = reduceop.Complex128, len(s), asBytes(s)
+	case Typed:
+		if s.err != nil {
+			return s.err
+		}
+		*v = s.v
 	case DeviceBuffer:
 		if s == nil {
 			return fmt.Errorf("nil DeviceBuffer")
@@ -79,10 +114,119 @@ func (v *view) of(buf any) error {
 	case nil:
 		return fmt.Errorf("nil buffer")
 	default:
-		return fmt.Errorf("unsupported buffer type %T", buf)
+		return v.ofNamed(buf)
 	}
 	return nil
 }
+
+var (
+	f16Type  = reflect.TypeFor[reduceop.F16]()
+	bf16Type = reflect.TypeFor[reduceop.BF16]()
+)
+
+// ofNamed is of's slow path: a slice whose type the switch does not name,
+// taken by its element's underlying type (reduceop.F16 and BF16 elements,
+// in a named slice type, keep their float dtypes).
+func (v *view) ofNamed(buf any) error {
+	rv := reflect.ValueOf(buf)
+	if rv.Kind() != reflect.Slice {
+		return fmt.Errorf("unsupported buffer type %T", buf)
+	}
+	et := rv.Type().Elem()
+	var dt reduceop.DType
+	switch et.Kind() {
+	case reflect.Float32:
+		dt = reduceop.Float32
+	case reflect.Float64:
+		dt = reduceop.Float64
+	case reflect.Int8:
+		dt = reduceop.Int8
+	case reflect.Int16:
+		dt = reduceop.Int16
+	case reflect.Int32:
+		dt = reduceop.Int32
+	case reflect.Int64:
+		dt = reduceop.Int64
+	case reflect.Uint8:
+		dt = reduceop.Uint8
+	case reflect.Uint16:
+		switch et {
+		case f16Type:
+			dt = reduceop.Float16
+		case bf16Type:
+			dt = reduceop.BFloat16
+		default:
+			dt = reduceop.Uint16 // a named uint16 may be a 16-bit float: As says which
+		}
+	case reflect.Uint32:
+		dt = reduceop.Uint32
+	case reflect.Uint64:
+		dt = reduceop.Uint64
+	case reflect.Bool:
+		dt = reduceop.Bool
+	case reflect.Complex64:
+		dt = reduceop.Complex64
+	case reflect.Complex128:
+		dt = reduceop.Complex128
+	case reflect.Int, reflect.Uint, reflect.Uintptr:
+		return fmt.Errorf("unsupported buffer type %T: %v has a platform-dependent size; use a sized type such as int64", buf, et)
+	default:
+		return fmt.Errorf("unsupported buffer type %T", buf)
+	}
+	v.dt, v.n, v.dev = dt, rv.Len(), nil
+	if v.n == 0 {
+		v.b = []byte{}
+	} else {
+		v.b = unsafe.Slice((*byte)(rv.UnsafePointer()), v.n*dt.Size())
+	}
+	return nil
+}
+
+// Typed is a host buffer with an explicit dtype: the value As returns, which
+// every collective accepts as a buffer of that dtype over the memory of the
+// slice it was made from.
+type Typed struct {
+	v   view
+	err error
+}
+
+// As returns buf, a host buffer (a slice of an element type listed above,
+// of a named type, or a Typed), as a buffer of dtype dt over the same
+// memory. Its use is a 16-bit float held in a type that cannot say its
+// format: a framework's bfloat16 or float16 is often a named uint16, which
+// a collective takes as a uint16 (reducing it as integers, and refusing
+// Avg); As(buf, reduceop.BFloat16) makes it reduce as bfloat16.
+//
+// The element size of buf must be dt's size. As does not fail: a bad
+// argument (a DeviceBuffer, which has its own dtype, an unsupported type,
+// a size mismatch) makes a Typed that every collective refuses with
+// ErrInvalid, naming the problem, before anything is sent; Err reports it
+// at once.
+func As(buf any, dt reduceop.DType) Typed {
+	if !dt.Valid() {
+		return Typed{err: fmt.Errorf("As(%T, %v): invalid dtype", buf, dt)}
+	}
+	v, err := viewOf(buf)
+	switch {
+	case err != nil:
+		return Typed{err: fmt.Errorf("As(%T, %v): %v", buf, dt, err)}
+	case v.dev != nil:
+		return Typed{err: fmt.Errorf("As(%T, %v): a DeviceBuffer has its own dtype (%v)", buf, dt, v.dt)}
+	case v.dt.Size() != dt.Size():
+		return Typed{err: fmt.Errorf("As(%T, %v): elements of %d bytes are not %v (%d bytes)", buf, dt, v.dt.Size(), dt, dt.Size())}
+	}
+	v.dt = dt
+	return Typed{v: v}
+}
+
+// DType returns the dtype t was made with.
+func (t Typed) DType() reduceop.DType { return t.v.dt }
+
+// Len returns the number of elements of t, or 0 if As failed.
+func (t Typed) Len() int { return t.v.n }
+
+// Err returns why As could not make t, or nil.
+func (t Typed) Err() error { return t.err }
 
 // BufferLen returns the number of elements of a buffer argument, or an
 // error if buf is not one.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -91,8 +92,15 @@ func (c *Comm) checkRoot(op string, root int) error {
 	return nil
 }
 
-func (c *Comm) checkOp(op string, rop reduceop.Op, dt reduceop.DType) error {
-	if err := reduceop.Check(rop, dt); err != nil {
+// checkOp checks that v's dtype takes rop, and for a DeviceBuffer that the
+// device has a kernel for it (device.CheckReduce): the device path reduces
+// on the device, and the kernels cover fewer dtypes than the host does.
+func (c *Comm) checkOp(op string, rop reduceop.Op, v *view) error {
+	check := reduceop.Check
+	if v.dev != nil {
+		check = device.CheckReduce
+	}
+	if err := check(rop, v.dt); err != nil {
 		return invalid(op, c.rank, "%v", err)
 	}
 	return nil

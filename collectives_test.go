@@ -74,8 +74,30 @@ func (g guarded) buf() any {
 		return s[lo:hi:hi]
 	case []int64:
 		return s[lo:hi:hi]
+	case []uint16:
+		return s[lo:hi:hi]
+	case []uint32:
+		return s[lo:hi:hi]
+	case []uint64:
+		return s[lo:hi:hi]
+	case []int16:
+		return s[lo:hi:hi]
+	case []bool:
+		return s[lo:hi:hi]
+	case []complex64:
+		return s[lo:hi:hi]
+	case []complex128:
+		return s[lo:hi:hi]
 	}
 	panic("unreachable")
+}
+
+// poisonVal is what a guard element reads back as: poison, or 1 for bool.
+func (g guarded) poisonVal() float64 {
+	if g.dt == reduceop.Bool {
+		return 1
+	}
+	return poison
 }
 
 func (g guarded) set(i int, v float64) { elems.Set(g.full, guard+i, v) }
@@ -84,7 +106,7 @@ func (g guarded) get(i int) float64    { return elems.Get(g.full, guard+i) }
 func (g guarded) checkGuards(t *testing.T, what string) {
 	t.Helper()
 	for i := 0; i < guard; i++ {
-		if elems.Get(g.full, i) != poison || elems.Get(g.full, guard+g.n+i) != poison {
+		if elems.Get(g.full, i) != g.poisonVal() || elems.Get(g.full, guard+g.n+i) != g.poisonVal() {
 			t.Fatalf("%s: guard band overwritten", what)
 		}
 	}
@@ -176,21 +198,33 @@ type caseSpec struct {
 	op reduceop.Op
 }
 
-// reductionCases: every dtype with Sum, and every valid op on one float and
-// one integer type.
+// reductionCases: every dtype with Sum (BOr for bool, which has no Sum),
+// and every valid op on a float, a 16-bit float, signed and unsigned
+// integers of several widths, bool and complex.
 func reductionCases() []caseSpec {
 	var cs []caseSpec
 	for _, dt := range reduceop.DTypes {
-		cs = append(cs, caseSpec{dt, reduceop.Sum})
+		cs = append(cs, caseSpec{dt, firstOp(dt)})
 	}
-	for _, dt := range []reduceop.DType{reduceop.Float32, reduceop.BFloat16, reduceop.Int32, reduceop.Uint8} {
+	for _, dt := range []reduceop.DType{reduceop.Float32, reduceop.BFloat16, reduceop.Int32, reduceop.Uint8,
+		reduceop.Uint64, reduceop.Int16, reduceop.Bool, reduceop.Complex128} {
 		for _, op := range reduceop.Ops {
-			if op != reduceop.Sum && reduceop.Check(op, dt) == nil {
+			if op != firstOp(dt) && reduceop.Check(op, dt) == nil {
 				cs = append(cs, caseSpec{dt, op})
 			}
 		}
 	}
 	return cs
+}
+
+// firstOp is Sum, or for a dtype without Sum (bool) its first valid op.
+func firstOp(dt reduceop.DType) reduceop.Op {
+	for _, op := range reduceop.Ops {
+		if reduceop.Check(op, dt) == nil {
+			return op
+		}
+	}
+	panic("no op for " + dt.String())
 }
 
 func TestAllReduce(t *testing.T) {

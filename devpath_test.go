@@ -25,6 +25,11 @@ func randomBytes(dt reduceop.DType, n int, seed uint64, rank int) []byte {
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
+	if dt == reduceop.Bool {
+		for i := range b {
+			b[i] &= 1 // a Go bool holds 0 or 1
+		}
+	}
 	if dt == reduceop.Float32 || dt == reduceop.Float64 {
 		// Keep most values finite so sums say something, but leave a few
 		// special bit patterns in.
@@ -58,6 +63,20 @@ func typed(dt reduceop.DType, b []byte) any {
 		return unsafe.Slice((*int32)(p), n)
 	case reduceop.Int64:
 		return unsafe.Slice((*int64)(p), n)
+	case reduceop.Uint16:
+		return unsafe.Slice((*uint16)(p), n)
+	case reduceop.Uint32:
+		return unsafe.Slice((*uint32)(p), n)
+	case reduceop.Uint64:
+		return unsafe.Slice((*uint64)(p), n)
+	case reduceop.Int16:
+		return unsafe.Slice((*int16)(p), n)
+	case reduceop.Bool:
+		return unsafe.Slice((*bool)(p), n)
+	case reduceop.Complex64:
+		return unsafe.Slice((*complex64)(p), n)
+	case reduceop.Complex128:
+		return unsafe.Slice((*complex128)(p), n)
 	}
 	panic(dt)
 }
@@ -295,6 +314,10 @@ func TestDeviceCollectivesMatchHost(t *testing.T) {
 					cases := []caseSpec{{reduceop.Float32, reduceop.Sum}}
 					if count == 13 && dc.reducing {
 						cases = append(cases, caseSpec{reduceop.Float64, reduceop.Avg}, caseSpec{reduceop.Int8, reduceop.Min})
+					}
+					if count == 13 && !dc.reducing {
+						// Dtypes without device kernels move all the same.
+						cases = append(cases, caseSpec{reduceop.Complex128, 0}, caseSpec{reduceop.Bool, 0}, caseSpec{reduceop.Uint16, 0})
 					}
 					for _, cs := range cases {
 						t.Run(fmt.Sprintf("%s/%s/n=%d/count=%d/%v/%v", name, a, n, count, cs.dt, cs.op), func(t *testing.T) {

@@ -2,6 +2,7 @@ package goccl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -77,4 +78,33 @@ func ExampleComm_AllReduce_stridedView() {
 	// Output:
 	// rank 0: [0 12 2 16 4 20]
 	// rank 1: [10 12 12 16 14 20]
+}
+
+// A framework's 16-bit float is often a named uint16 (GoMLX's
+// bfloat16.BFloat16 is one), and its Go type cannot say which format it
+// holds: goccl takes such a slice as uint16. As says the format, over the
+// same memory; here the ranks average bfloat16 values.
+func ExampleAs() {
+	type bfloat16 uint16 // as a framework declares it
+	ctx := context.Background()
+	means := make([]float32, 2)
+	err := goccl.RunLocal(ctx, 2, func(ctx context.Context, c *goccl.Comm) error {
+		x := []bfloat16{bfloat16(reduceop.BF16FromFloat32(float32(c.Rank()) + 0.5))}
+		// Without As, x is a []uint16, and Avg on integers is refused.
+		if err := c.AllReduce(ctx, x, reduceop.Avg); !errors.Is(err, goccl.ErrInvalid) {
+			return fmt.Errorf("avg on a []uint16: %v", err)
+		}
+		if err := c.AllReduce(ctx, goccl.As(x, reduceop.BFloat16), reduceop.Avg); err != nil {
+			return err
+		}
+		means[c.Rank()] = reduceop.BF16(x[0]).Float32()
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("mean:", means)
+	// Output:
+	// mean: [1 1]
 }

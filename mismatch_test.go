@@ -67,6 +67,10 @@ func TestMismatchIsCaught(t *testing.T) {
 		// int32 bit patterns as floats.
 		{"dtype", []call{allreduce(make([]float32, 8), reduceop.Sum), allreduce(make([]int32, 8), reduceop.Sum)}, []int{0, 1}, []string{"float32", "int32"}},
 		{"op", []call{allreduce(make([]int64, 3), reduceop.Sum), allreduce(make([]int64, 3), reduceop.Max)}, []int{0, 1}, []string{"op=sum", "op=max"}},
+		// The dtypes added later are named too, on both sides.
+		{"dtype uint32", []call{allreduce(make([]uint32, 8), reduceop.Max), allreduce(make([]float32, 8), reduceop.Max)}, []int{0, 1}, []string{"uint32", "float32"}},
+		{"dtype complex64", []call{broadcast(make([]complex64, 4), 0), broadcast(make([]uint64, 4), 0)}, []int{0, 1}, []string{"complex64", "uint64"}},
+		{"dtype bool", []call{allreduce(make([]bool, 8), reduceop.BOr), allreduce(make([]uint8, 8), reduceop.BOr)}, []int{0, 1}, []string{"dtype=bool", "dtype=uint8"}},
 		{"collective", []call{allreduce(make([]float64, 4), reduceop.Sum), broadcast(make([]float64, 4), 0)}, []int{0, 1}, []string{"all_reduce", "broadcast"}},
 		{"all-to-all count", []call{alltoall(4), alltoall(8)}, []int{0, 1}, []string{"count=4", "count=8"}},
 		{"all-to-all count, large", []call{alltoall(3000), alltoall(6000), alltoall(3000)}, []int{0, 1, 0}, []string{"count=3000", "count=6000"}},

@@ -25,6 +25,8 @@ func TestSendRecvTypesChecked(t *testing.T) {
 		{"same, large", make([]float32, large), make([]float32, large), true, nil},
 		{"dtype, small", make([]float32, small), make([]int32, small), false, []string{"dtype=int32", "dtype=float32"}},
 		{"dtype, large", make([]float32, large), make([]int32, large), false, []string{"dtype=int32", "dtype=float32"}},
+		{"new dtypes", make([]uint64, small), make([]complex64, small), false, []string{"dtype=complex64", "dtype=uint64"}},
+		{"bool, named", make([]bool, small), make([]myBool, small), true, nil},
 		{"count, small", make([]int64, small), make([]int64, small+1), false, []string{"count=6", "count=5"}},
 		{"small into large", make([]int32, small), make([]int32, large), false, []string{"count=3000", "count=5"}},
 		{"large into small", make([]int32, large), make([]int32, small), false, []string{"count=5", "count=3000"}},

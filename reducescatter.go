@@ -27,7 +27,7 @@ func (c *Comm) reduceScatter(send, recv any, op reduceop.Op) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkOp(name, op, sv.dt); err != nil {
+	if err := c.checkOp(name, op, &sv); err != nil {
 		return nil, err
 	}
 	return c.reduceScatterv(name, []view{sv}, rv, equalCounts(c.Size(), rv.n), op)
@@ -130,7 +130,7 @@ func (c *Comm) ReduceScatterList(ctx context.Context, send []any, recv any, op r
 	if rv.n != svs[c.rank].n {
 		return invalid(name, c.rank, "recv has %d elements but send[%d] has %d", rv.n, c.rank, svs[c.rank].n)
 	}
-	if err := c.checkOp(name, op, rv.dt); err != nil {
+	if err := c.checkOp(name, op, &rv); err != nil {
 		return err
 	}
 	counts := make([]int, len(svs))

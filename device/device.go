@@ -152,3 +152,23 @@ type Event interface {
 type Hold interface {
 	Release()
 }
+
+// CheckReduce reports whether a device Stream reduces elements of dt with
+// op: reduceop.Check allows it, and dt is one of the dtypes the device
+// kernels cover (package kernels' DTypes: float32, float64, float16,
+// bfloat16, int8, uint8, int32, int64). Otherwise it returns an error
+// wrapping reduceop.ErrUnsupported. The other dtypes (uint16, uint32,
+// uint64, int16, bool, complex64, complex128) move between device buffers
+// like any bytes, but a device reduction on them is refused; goccl refuses
+// it before a collective sends anything.
+func CheckReduce(op reduceop.Op, dt reduceop.DType) error {
+	if err := reduceop.Check(op, dt); err != nil {
+		return err
+	}
+	switch dt {
+	case reduceop.Float32, reduceop.Float64, reduceop.Float16, reduceop.BFloat16,
+		reduceop.Int8, reduceop.Uint8, reduceop.Int32, reduceop.Int64:
+		return nil
+	}
+	return fmt.Errorf("%w: %v on %v: no device kernel for %v", reduceop.ErrUnsupported, op, dt, dt)
+}

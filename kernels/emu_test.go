@@ -348,7 +348,7 @@ func offsetPairs(sz int) [][2]int {
 
 func testEmuReduce(t *testing.T, e *emulator) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, dt := range reduceop.DTypes {
+	for _, dt := range kernels.DTypes {
 		for _, op := range reduceop.Ops {
 			if op == reduceop.Avg || reduceop.Check(op, dt) != nil {
 				continue
@@ -399,7 +399,7 @@ func testEmuReduce(t *testing.T, e *emulator) {
 
 func testEmuScale(t *testing.T, e *emulator) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, dt := range reduceop.DTypes {
+	for _, dt := range kernels.DTypes {
 		name, err := kernels.ScaleKernelName(dt)
 		if err != nil {
 			continue

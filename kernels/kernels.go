@@ -55,6 +55,17 @@ const (
 	OneBitDecompress       = "goccl_onebit_decompress"
 )
 
+// DTypes lists the dtypes the kernels cover, in the order of EntryPoints.
+// It is fixed, not reduceop.DTypes: the dtypes reduceop added later
+// (uint16, uint32, uint64, int16, bool, complex64, complex128) have no
+// kernel, and a device reduction on them is refused before anything runs
+// (device.CheckReduce). Adding a dtype here needs its kernels in *.cu and
+// a regenerated goccl.ptx.
+var DTypes = []reduceop.DType{
+	reduceop.Float32, reduceop.Float64, reduceop.Float16, reduceop.BFloat16,
+	reduceop.Int8, reduceop.Uint8, reduceop.Int32, reduceop.Int64,
+}
+
 var dtypeShort = map[reduceop.DType]string{
 	reduceop.Float32:  "f32",
 	reduceop.Float64:  "f64",
@@ -74,9 +85,13 @@ var dtypeShort = map[reduceop.DType]string{
 //	}
 //
 // Avg maps to the sum kernel (ScaleKernelName divides at the end). It returns
-// an error wrapping reduceop.ErrUnsupported where reduceop.Check does.
+// an error wrapping reduceop.ErrUnsupported where reduceop.Check does, and
+// for a dtype not in DTypes.
 func ReduceKernelName(dt reduceop.DType, op reduceop.Op) (string, error) {
 	if err := reduceop.Check(op, dt); err != nil {
+		return "", fmt.Errorf("kernels: reduce: %w", err)
+	}
+	if err := hasKernel(op, dt); err != nil {
 		return "", fmt.Errorf("kernels: reduce: %w", err)
 	}
 	if op == reduceop.Avg {
@@ -93,20 +108,33 @@ func ReduceKernelName(dt reduceop.DType, op reduceop.Op) (string, error) {
 //		x[i] = T(C(x[i]) / C(n)) // C: float32 for float32, float16, bfloat16; float64 for float64
 //	}
 //
-// It returns an error wrapping reduceop.ErrUnsupported for integer dtypes.
+// It returns an error wrapping reduceop.ErrUnsupported for integer dtypes
+// and for a dtype not in DTypes.
 func ScaleKernelName(dt reduceop.DType) (string, error) {
 	if err := reduceop.Check(reduceop.Avg, dt); err != nil {
+		return "", fmt.Errorf("kernels: scale: %w", err)
+	}
+	if err := hasKernel(reduceop.Avg, dt); err != nil {
 		return "", fmt.Errorf("kernels: scale: %w", err)
 	}
 	return "goccl_scale_" + dtypeShort[dt], nil
 }
 
+// hasKernel returns an error wrapping reduceop.ErrUnsupported if dt is not
+// in DTypes.
+func hasKernel(op reduceop.Op, dt reduceop.DType) error {
+	if _, ok := dtypeShort[dt]; !ok {
+		return fmt.Errorf("%w: %v on %v: no device kernel for %v", reduceop.ErrUnsupported, op, dt, dt)
+	}
+	return nil
+}
+
 // EntryPoints lists every kernel in PTX(), reduce kernels first (in
-// reduceop.DTypes × reduceop.Ops order, skipping Avg and unsupported pairs),
+// DTypes × reduceop.Ops order, skipping Avg and unsupported pairs),
 // then scale, then 1-bit.
 func EntryPoints() []string {
 	var names []string
-	for _, dt := range reduceop.DTypes {
+	for _, dt := range DTypes {
 		for _, op := range reduceop.Ops {
 			if op == reduceop.Avg {
 				continue
@@ -116,7 +144,7 @@ func EntryPoints() []string {
 			}
 		}
 	}
-	for _, dt := range reduceop.DTypes {
+	for _, dt := range DTypes {
 		if name, err := ScaleKernelName(dt); err == nil {
 			names = append(names, name)
 		}

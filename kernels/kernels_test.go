@@ -8,9 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/kernels"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -211,4 +213,32 @@ func ExampleReduceKernelName() {
 	// Output:
 	// goccl_reduce_bf16_sum <nil>
 	// true
+}
+
+// TestDTypesFixed pins the dtypes with kernels: the eight goccl.ptx was
+// generated for, whatever reduceop adds. A dtype without a kernel is
+// refused, wrapping ErrUnsupported, exactly where device.CheckReduce
+// refuses it.
+func TestDTypesFixed(t *testing.T) {
+	want := []reduceop.DType{reduceop.Float32, reduceop.Float64, reduceop.Float16, reduceop.BFloat16,
+		reduceop.Int8, reduceop.Uint8, reduceop.Int32, reduceop.Int64}
+	if !slices.Equal(kernels.DTypes, want) {
+		t.Fatalf("kernels.DTypes = %v, want %v", kernels.DTypes, want)
+	}
+	for _, dt := range reduceop.DTypes {
+		for _, op := range reduceop.Ops {
+			_, err := kernels.ReduceKernelName(dt, op)
+			devErr := device.CheckReduce(op, dt)
+			if (err == nil) != (devErr == nil) {
+				t.Errorf("ReduceKernelName(%v, %v) error %v, device.CheckReduce %v", dt, op, err, devErr)
+			}
+			if err != nil && !errors.Is(err, reduceop.ErrUnsupported) {
+				t.Errorf("ReduceKernelName(%v, %v) error %v does not wrap ErrUnsupported", dt, op, err)
+			}
+		}
+		_, err := kernels.ScaleKernelName(dt)
+		if (err == nil) != (device.CheckReduce(reduceop.Avg, dt) == nil) {
+			t.Errorf("ScaleKernelName(%v) error %v, device.CheckReduce(avg) disagrees", dt, err)
+		}
+	}
 }

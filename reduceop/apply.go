@@ -33,8 +33,9 @@ func Apply(dt DType, op Op, dst, src []byte) error {
 }
 
 // Scale divides every element of dt in dst by n: the last step of Avg,
-// with n the group size. It is defined for floating-point types only;
-// F16 and BF16 divide in float32 and round once. n must be positive (n is
+// with n the group size. It is defined for floating-point and complex
+// types only; F16 and BF16 divide in float32 and round once, and a complex
+// element has each part divided: complex(real(x)/n, imag(x)/n). n must be positive (n is
 // converted to the element type, exactly for n up to 2^24).
 func Scale(dt DType, dst []byte, n int) error {
 	if err := Check(Avg, dt); err != nil {
@@ -76,10 +77,37 @@ func dispatch(dt DType, op Op, d, s unsafe.Pointer, n int) {
 		intOp(op, view[int32](d, n), view[int32](s, n))
 	case Int64:
 		intOp(op, view[int64](d, n), view[int64](s, n))
+	case Uint16:
+		intOp(op, view[uint16](d, n), view[uint16](s, n))
+	case Uint32:
+		intOp(op, view[uint32](d, n), view[uint32](s, n))
+	case Uint64:
+		intOp(op, view[uint64](d, n), view[uint64](s, n))
+	case Int16:
+		intOp(op, view[int16](d, n), view[int16](s, n))
+	case Bool:
+		boolOp(op, view[uint8](d, n), view[uint8](s, n))
+	case Complex64:
+		// Complex addition adds the parts: Sum (and Avg's sum) is the
+		// float32 sum, SIMD path included, over the 2n parts.
+		if op == Prod {
+			prodLoop(view[complex64](d, n), view[complex64](s, n))
+		} else {
+			float32Op(op, view[float32](d, 2*n), view[float32](s, 2*n))
+		}
+	case Complex128:
+		if op == Prod {
+			prodLoop(view[complex128](d, n), view[complex128](s, n))
+		} else {
+			float64Op(op, view[float64](d, 2*n), view[float64](s, 2*n))
+		}
 	}
 }
 
-// scale divides n elements at d by k; dt is a float type, n > 0, k > 1.
+// scale divides n elements at d by k; dt is a float or complex type, n > 0,
+// k > 1. A complex element is divided part by part, (re/k, im/k), which is
+// exact scaling; Go's complex division by complex(k, 0) is not (it turns
+// -0 parts into +0 and an infinite part into NaN).
 func scale(dt DType, d unsafe.Pointer, n, k int) {
 	switch dt {
 	case Float32:
@@ -90,6 +118,10 @@ func scale(dt DType, d unsafe.Pointer, n, k int) {
 		halfScale(view[F16](d, n), k, decodeF16, encodeF16)
 	case BFloat16:
 		halfScale(view[BF16](d, n), k, decodeBF16, encodeBF16)
+	case Complex64:
+		divLoop(view[float32](d, 2*n), float32(k))
+	case Complex128:
+		divLoop(view[float64](d, 2*n), float64(k))
 	}
 }
 

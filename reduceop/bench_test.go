@@ -34,7 +34,7 @@ func benchApply(b *testing.B, dt DType, op Op, n int) {
 		src[i] = byte(i%7) + 1
 		dst[i] = byte(i%5) + 1
 	}
-	if dt.IsFloat() {
+	if dt.IsFloat() || dt.IsComplex() {
 		fillFloat(dt, dst, 1)
 		fillFloat(dt, src, 1)
 	}
@@ -51,9 +51,9 @@ func benchApply(b *testing.B, dt DType, op Op, n int) {
 // (normal, finite), so that no subnormal slow path is timed.
 func fillFloat(dt DType, buf []byte, v float32) {
 	switch dt {
-	case Float32:
+	case Float32, Complex64:
 		fillAll(bytesAs[float32](buf), v)
-	case Float64:
+	case Float64, Complex128:
 		fillAll(bytesAs[float64](buf), float64(v))
 	case Float16:
 		fillAll(bytesAs[F16](buf), F16FromFloat32(v))
@@ -76,10 +76,15 @@ func BenchmarkSumFloat32_4KiB(b *testing.B)  { benchApply(b, Float32, Sum, 4*kib
 func BenchmarkSumFloat32_1MiB(b *testing.B)  { benchApply(b, Float32, Sum, mib) }
 func BenchmarkSumFloat32_64MiB(b *testing.B) { benchApply(b, Float32, Sum, 64*mib) }
 
-// BenchmarkSum1MiB runs Sum on 1 MiB buffers of every dtype.
+// BenchmarkSum1MiB runs Sum on 1 MiB buffers of every dtype (BOr on
+// Bool, which has no Sum).
 func BenchmarkSum1MiB(b *testing.B) {
 	for _, dt := range DTypes {
-		b.Run(dt.String(), func(b *testing.B) { benchApply(b, dt, Sum, mib) })
+		op := Sum
+		if dt == Bool {
+			op = BOr
+		}
+		b.Run(dt.String(), func(b *testing.B) { benchApply(b, dt, op, mib) })
 	}
 }
 
@@ -95,10 +100,11 @@ func BenchmarkOps1MiB(b *testing.B) {
 	}
 }
 
-// BenchmarkScale1MiB runs Scale (Avg's last step) on 1 MiB of each float type.
+// BenchmarkScale1MiB runs Scale (Avg's last step) on 1 MiB of each float
+// and complex type.
 func BenchmarkScale1MiB(b *testing.B) {
 	for _, dt := range DTypes {
-		if !dt.IsFloat() {
+		if Check(Avg, dt) != nil {
 			continue
 		}
 		b.Run(dt.String(), func(b *testing.B) {

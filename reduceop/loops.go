@@ -11,19 +11,26 @@ package reduceop
 // Every loop's doc comment is the plain loop it computes. Callers guarantee
 // len(dst) == len(src).
 
-// arith is the set of Go types with native arithmetic that the loops run on.
-// F16 and BF16 are widened to float32 and run through the float32 loops.
+// arith is the set of ordered Go types with native arithmetic that the
+// loops run on. F16 and BF16 are widened to float32 and run through the
+// float32 loops; Bool runs on its bytes (boolOp).
 type arith interface {
-	float32 | float64 | int8 | uint8 | int32 | int64
+	float32 | float64 | int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 | uint64
+}
+
+// ring is arith and the complex types: what has + and * but, for
+// complex, no order.
+type ring interface {
+	arith | complex64 | complex128
 }
 
 // bits is the subset of arith that has bitwise operators.
 type bits interface {
-	int8 | uint8 | int32 | int64
+	int8 | uint8 | int16 | uint16 | int32 | uint32 | int64 | uint64
 }
 
 // sumLoop: for i := range src { dst[i] += src[i] }
-func sumLoop[T arith](dst, src []T) {
+func sumLoop[T ring](dst, src []T) {
 	for len(src) >= 8 && len(dst) >= 8 {
 		d, s := dst[:8], src[:8]
 		d[0] += s[0]
@@ -43,7 +50,7 @@ func sumLoop[T arith](dst, src []T) {
 }
 
 // prodLoop: for i := range src { dst[i] *= src[i] }
-func prodLoop[T arith](dst, src []T) {
+func prodLoop[T ring](dst, src []T) {
 	for len(src) >= 8 && len(dst) >= 8 {
 		d, s := dst[:8], src[:8]
 		d[0] *= s[0]
@@ -213,6 +220,32 @@ func intOp[T bits](op Op, dst, src []T) {
 		arithOp(op, dst, src)
 	}
 }
+
+// boolOp runs the loop of op on bools held as bytes: BAnd and Min are
+// logical and, BOr and Max logical or, BXor exclusive or. The caller has
+// checked op. Any nonzero byte counts as true (a Go bool holds 0 or 1, but
+// a byte from a peer is whatever the peer sent), and every result is 0 or 1.
+func boolOp(op Op, dst, src []uint8) {
+	dst = dst[:len(src)]
+	switch op {
+	case BAnd, Min:
+		for i, s := range src {
+			dst[i] = truth(dst[i]) & truth(s)
+		}
+	case BOr, Max:
+		for i, s := range src {
+			dst[i] = truth(dst[i] | s)
+		}
+	case BXor:
+		for i, s := range src {
+			dst[i] = truth(dst[i]) ^ truth(s)
+		}
+	}
+}
+
+// truth is 1 if x != 0, else 0, without a branch: x|-x has its top bit set
+// exactly when x is not zero.
+func truth(x uint8) uint8 { return (x | -x) >> 7 }
 
 // halfBlock is how many 16-bit elements are widened to float32 at a time:
 // two 2 KiB stack buffers, well inside L1.

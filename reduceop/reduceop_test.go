@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -57,10 +59,13 @@ func bytesOf[T any](s []T) []byte {
 }
 
 // val holds one element for the reference: floats widened to float64,
-// integers sign- (or for uint8 zero-) extended to int64.
+// integers sign- (or for unsigned types zero-) extended to int64 (uint64
+// keeps its bits), bools as 0 or 1 in i (any nonzero byte is true),
+// complex numbers widened to complex128.
 type val struct {
 	f float64
 	i int64
+	c complex128
 }
 
 // get reads element i of dt from b with encoding/binary, independently of
@@ -82,8 +87,23 @@ func get(dt DType, b []byte, i int) val {
 		return val{i: int64(b[i])}
 	case Int32:
 		return val{i: int64(int32(le.Uint32(b[4*i:])))}
-	case Int64:
+	case Int64, Uint64:
 		return val{i: int64(le.Uint64(b[8*i:]))}
+	case Uint16:
+		return val{i: int64(le.Uint16(b[2*i:]))}
+	case Int16:
+		return val{i: int64(int16(le.Uint16(b[2*i:])))}
+	case Uint32:
+		return val{i: int64(le.Uint32(b[4*i:]))}
+	case Bool:
+		if b[i] != 0 {
+			return val{i: 1}
+		}
+		return val{}
+	case Complex64:
+		return val{c: complex(float64(math.Float32frombits(le.Uint32(b[8*i:]))), float64(math.Float32frombits(le.Uint32(b[8*i+4:]))))}
+	case Complex128:
+		return val{c: complex(math.Float64frombits(le.Uint64(b[16*i:])), math.Float64frombits(le.Uint64(b[16*i+8:])))}
 	}
 	panic("bad dtype")
 }
@@ -103,10 +123,23 @@ func set(dt DType, b []byte, i int, v val) {
 		le.PutUint16(b[2*i:], uint16(BF16FromFloat32(float32(v.f))))
 	case Int8, Uint8:
 		b[i] = byte(v.i)
-	case Int32:
+	case Int32, Uint32:
 		le.PutUint32(b[4*i:], uint32(v.i))
-	case Int64:
+	case Int64, Uint64:
 		le.PutUint64(b[8*i:], uint64(v.i))
+	case Int16, Uint16:
+		le.PutUint16(b[2*i:], uint16(v.i))
+	case Bool:
+		b[i] = 0
+		if v.i != 0 {
+			b[i] = 1
+		}
+	case Complex64:
+		le.PutUint32(b[8*i:], math.Float32bits(float32(real(v.c))))
+		le.PutUint32(b[8*i+4:], math.Float32bits(float32(imag(v.c))))
+	case Complex128:
+		le.PutUint64(b[16*i:], math.Float64bits(real(v.c)))
+		le.PutUint64(b[16*i+8:], math.Float64bits(imag(v.c)))
 	}
 }
 
@@ -139,20 +172,27 @@ func refFloat(op Op, a, b float64) float64 {
 }
 
 // refInt is the scalar reference for integers: int64 arithmetic, wrapped
-// to the element width by set.
-func refInt(op Op, a, b int64) int64 {
+// to the element width by set. With unsigned, Min and Max compare a and b
+// as uint64 (for Uint64; the narrower unsigned types are zero-extended, so
+// either comparison works for them). Bools are 0 and 1, for which Min is
+// and, Max is or and the bitwise ops are the logical ones.
+func refInt(op Op, a, b int64, unsigned bool) int64 {
+	less := a < b
+	if unsigned {
+		less = uint64(a) < uint64(b)
+	}
 	switch op {
 	case Sum:
 		return a + b
 	case Prod:
 		return a * b
 	case Min:
-		if a < b {
+		if less {
 			return a
 		}
 		return b
 	case Max:
-		if a > b {
+		if !less {
 			return a
 		}
 		return b
@@ -166,15 +206,40 @@ func refInt(op Op, a, b int64) int64 {
 	panic("bad op " + op.String())
 }
 
+// refComplex is the scalar reference for complex numbers: Go's own
+// complex arithmetic in the element's precision, one element at a time.
+func refComplex(dt DType, op Op, a, b complex128) complex128 {
+	if dt == Complex64 {
+		x, y := complex64(a), complex64(b)
+		switch op {
+		case Sum, Avg:
+			return complex128(x + y)
+		case Prod:
+			return complex128(x * y)
+		}
+	} else {
+		switch op {
+		case Sum, Avg:
+			return a + b
+		case Prod:
+			return a * b
+		}
+	}
+	panic("bad op " + op.String())
+}
+
 // reference computes the expected dst after dst op= src, element by element.
 func reference(dt DType, op Op, dst, src []byte) []byte {
 	want := bytes.Clone(dst)
 	for i := range len(dst) / dt.Size() {
 		a, b := get(dt, dst, i), get(dt, src, i)
-		if dt.IsFloat() {
+		switch {
+		case dt.IsFloat():
 			set(dt, want, i, val{f: refFloat(op, a.f, b.f)})
-		} else {
-			set(dt, want, i, val{i: refInt(op, a.i, b.i)})
+		case dt.IsComplex():
+			set(dt, want, i, val{c: refComplex(dt, op, a.c, b.c)})
+		default:
+			set(dt, want, i, val{i: refInt(op, a.i, b.i, dt.IsUnsigned())})
 		}
 	}
 	return want
@@ -189,11 +254,35 @@ var float64Specials = []float64{
 // fill puts random elements of dt into b: for floats a mix of specials
 // (NaN, ±Inf, ±0, subnormals, extremes), small values that make exact
 // ties likely, and random bit patterns.
+//
+// Bools are 0 or 1, with one byte in ten another nonzero value (true, as a
+// peer might send it). Complex numbers are NaN-free: small parts that make
+// ties likely, or normal values of moderate magnitude, so that Go's
+// complex product and the reference agree exactly.
 func fill(r *rand.Rand, dt DType, b []byte) {
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
-	if !dt.IsFloat() {
+	switch {
+	case dt == Bool:
+		for i := range b {
+			if r.IntN(10) != 0 {
+				b[i] &= 1
+			}
+		}
+		return
+	case dt.IsComplex():
+		part := func() float64 {
+			if r.IntN(2) == 0 {
+				return float64(r.IntN(65)-32) / 4
+			}
+			return r.NormFloat64() * math.Pow(10, float64(r.IntN(11)-5))
+		}
+		for i := range len(b) / dt.Size() {
+			set(dt, b, i, val{c: complex(part(), part())})
+		}
+		return
+	case !dt.IsFloat():
 		return
 	}
 	for i := range len(b) / dt.Size() {
@@ -220,9 +309,21 @@ func equalElems(dt DType, got, want []byte) (int, bool) {
 		if dt.IsFloat() && math.IsNaN(get(dt, got, i).f) && math.IsNaN(get(dt, want, i).f) {
 			continue
 		}
+		if dt.IsComplex() && sameNaNs(get(dt, got, i).c, get(dt, want, i).c) {
+			continue
+		}
 		return i, false
 	}
 	return 0, true
+}
+
+// sameNaNs reports whether a and b are equal, any NaN part matching any
+// NaN part.
+func sameNaNs(a, b complex128) bool {
+	eq := func(x, y float64) bool {
+		return math.Float64bits(x) == math.Float64bits(y) || math.IsNaN(x) && math.IsNaN(y)
+	}
+	return eq(real(a), real(b)) && eq(imag(a), imag(b))
 }
 
 // guarded returns a buffer of n elements of dt with guard elements of
@@ -244,16 +345,39 @@ func checkGuards(t *testing.T, dt DType, all []byte) {
 }
 
 func TestCheck(t *testing.T) {
-	valid := map[Op][2]bool{ // {float, integer}
-		Sum: {true, true}, Prod: {true, true}, Min: {true, true}, Max: {true, true},
-		Avg: {true, false}, BAnd: {false, true}, BOr: {false, true}, BXor: {false, true},
+	valid := map[Op][4]bool{ // {float, integer, bool, complex}
+		Sum: {true, true, false, true}, Prod: {true, true, false, true},
+		Min: {true, true, true, false}, Max: {true, true, true, false},
+		Avg:  {true, false, false, true},
+		BAnd: {false, true, true, false}, BOr: {false, true, true, false}, BXor: {false, true, true, false},
+	}
+	for _, dt := range DTypes {
+		k := 0
+		for _, is := range []bool{dt.IsFloat(), dt.IsInteger(), dt == Bool, dt.IsComplex()} {
+			if is {
+				k++
+			}
+		}
+		if k != 1 {
+			t.Errorf("%v is of %d kinds (float, integer, bool, complex), want 1", dt, k)
+		}
+		if dt.IsUnsigned() && !dt.IsInteger() {
+			t.Errorf("%v is unsigned but not an integer", dt)
+		}
 	}
 	for _, dt := range DTypes {
 		for _, op := range Ops {
 			v := valid[op]
-			want := v[1]
-			if dt.IsFloat() {
+			var want bool
+			switch {
+			case dt.IsFloat():
 				want = v[0]
+			case dt.IsInteger():
+				want = v[1]
+			case dt == Bool:
+				want = v[2]
+			default:
+				want = v[3]
 			}
 			err := Check(op, dt)
 			if (err == nil) != want {
@@ -267,7 +391,7 @@ func TestCheck(t *testing.T) {
 	for _, c := range []struct {
 		op Op
 		dt DType
-	}{{Sum, 0}, {Sum, Int64 + 1}, {0, Float32}, {BXor + 1, Int8}} {
+	}{{Sum, 0}, {Sum, Complex128 + 1}, {0, Float32}, {BXor + 1, Int8}} {
 		if err := Check(c.op, c.dt); err == nil || errors.Is(err, ErrUnsupported) {
 			t.Errorf("Check(%v, %v) = %v, want an invalid-argument error", c.op, c.dt, err)
 		}
@@ -380,7 +504,7 @@ func testScale(t *testing.T) {
 				before := bytes.Clone(buf)
 				err := Scale(dt, buf, k)
 				checkGuards(t, dt, all)
-				if !dt.IsFloat() {
+				if !dt.IsFloat() && !dt.IsComplex() {
 					if !errors.Is(err, ErrUnsupported) || !bytes.Equal(buf, before) {
 						t.Fatalf("Scale(%v) = %v, want ErrUnsupported and dst unchanged", dt, err)
 					}
@@ -391,7 +515,17 @@ func testScale(t *testing.T) {
 				}
 				want := bytes.Clone(before)
 				for i := range n {
-					set(dt, want, i, val{f: get(dt, before, i).f / float64(k)})
+					x := get(dt, before, i)
+					switch dt {
+					case Complex64:
+						c := complex64(x.c)
+						x.c = complex128(complex(real(c)/float32(k), imag(c)/float32(k)))
+					case Complex128:
+						x.c = complex(real(x.c)/float64(k), imag(x.c)/float64(k))
+					default:
+						x.f /= float64(k)
+					}
+					set(dt, want, i, x)
 				}
 				if i, ok := equalElems(dt, buf, want); !ok {
 					t.Fatalf("Scale(%v, n=%d, %d): element %d: %v / %d = %v, want %v", dt, n, k, i,
@@ -430,22 +564,42 @@ func TestAvg(t *testing.T) {
 
 func TestDTypeOf(t *testing.T) {
 	got := []DType{DTypeOf[float32](), DTypeOf[float64](), DTypeOf[F16](), DTypeOf[BF16](),
-		DTypeOf[int8](), DTypeOf[uint8](), DTypeOf[int32](), DTypeOf[int64]()}
+		DTypeOf[int8](), DTypeOf[uint8](), DTypeOf[int32](), DTypeOf[int64](),
+		DTypeOf[uint16](), DTypeOf[uint32](), DTypeOf[uint64](), DTypeOf[int16](),
+		DTypeOf[bool](), DTypeOf[complex64](), DTypeOf[complex128]()}
 	if fmt.Sprint(got) != fmt.Sprint(DTypes) {
 		t.Errorf("DTypeOf = %v, want %v", got, DTypes)
 	}
 }
 
+// fillTyped is fill for a Go slice: a Go bool must hold 0 or 1.
+func fillTyped[T Element](r *rand.Rand, dt DType, s []T) {
+	b := bytesOf(s)
+	fill(r, dt, b)
+	if dt == Bool {
+		for i := range b {
+			b[i] = min(b[i], 1)
+		}
+	}
+}
+
+func numberEntries[T Number]() map[Op]func(dst, src []T) {
+	return map[Op]func(dst, src []T){Sum: SumInto[T], Prod: ProdInto[T], Min: MinInto[T], Max: MaxInto[T]}
+}
+
+func complexEntries[T Complex]() map[Op]func(dst, src []T) {
+	return map[Op]func(dst, src []T){Sum: SumInto[T], Prod: ProdInto[T]}
+}
+
 // typedCase checks the generic entry points for one element type against
 // Apply on the same bytes.
-func typedCase[T Number](t *testing.T, r *rand.Rand) {
+func typedCase[T Element](t *testing.T, r *rand.Rand, entries map[Op]func(dst, src []T)) {
 	dt := DTypeOf[T]()
-	entries := map[Op]func(dst, src []T){Sum: SumInto[T], Prod: ProdInto[T], Min: MinInto[T], Max: MaxInto[T]}
 	for _, op := range Ops {
 		for _, n := range testLens {
 			dst, src := make([]T, n), make([]T, n)
-			fill(r, dt, bytesOf(dst))
-			fill(r, dt, bytesOf(src))
+			fillTyped(r, dt, dst)
+			fillTyped(r, dt, src)
 			want := bytes.Clone(bytesOf(dst))
 			wantErr := Apply(dt, op, want, bytesOf(src))
 
@@ -482,12 +636,12 @@ func typedCase[T Number](t *testing.T, r *rand.Rand) {
 	}
 }
 
-func bitsCase[T Integer](t *testing.T, r *rand.Rand) {
+func bitsCase[T Logical](t *testing.T, r *rand.Rand) {
 	dt := DTypeOf[T]()
 	for op, f := range map[Op]func(dst, src []T){BAnd: BAndInto[T], BOr: BOrInto[T], BXor: BXorInto[T]} {
 		dst, src := make([]T, 1001), make([]T, 1001)
-		fill(r, dt, bytesOf(dst))
-		fill(r, dt, bytesOf(src))
+		fillTyped(r, dt, dst)
+		fillTyped(r, dt, src)
 		want := reference(dt, op, bytesOf(dst), bytesOf(src))
 		f(dst, src)
 		if !bytes.Equal(bytesOf(dst), want) {
@@ -496,7 +650,7 @@ func bitsCase[T Integer](t *testing.T, r *rand.Rand) {
 	}
 }
 
-func scaleCase[T Float](t *testing.T, r *rand.Rand) {
+func scaleCase[T Float | Complex](t *testing.T, r *rand.Rand) {
 	dt := DTypeOf[T]()
 	dst := make([]T, 1001)
 	fill(r, dt, bytesOf(dst))
@@ -520,22 +674,36 @@ func TestTyped(t *testing.T) { forEachPath(t, testTyped) }
 
 func testTyped(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	typedCase[float32](t, r)
-	typedCase[float64](t, r)
-	typedCase[F16](t, r)
-	typedCase[BF16](t, r)
-	typedCase[int8](t, r)
-	typedCase[uint8](t, r)
-	typedCase[int32](t, r)
-	typedCase[int64](t, r)
+	typedCase(t, r, numberEntries[float32]())
+	typedCase(t, r, numberEntries[float64]())
+	typedCase(t, r, numberEntries[F16]())
+	typedCase(t, r, numberEntries[BF16]())
+	typedCase(t, r, numberEntries[int8]())
+	typedCase(t, r, numberEntries[uint8]())
+	typedCase(t, r, numberEntries[int16]())
+	typedCase(t, r, numberEntries[uint16]())
+	typedCase(t, r, numberEntries[int32]())
+	typedCase(t, r, numberEntries[uint32]())
+	typedCase(t, r, numberEntries[int64]())
+	typedCase(t, r, numberEntries[uint64]())
+	typedCase(t, r, complexEntries[complex64]())
+	typedCase(t, r, complexEntries[complex128]())
+	typedCase(t, r, map[Op]func(dst, src []bool){Min: MinInto[bool], Max: MaxInto[bool]})
 	bitsCase[int8](t, r)
 	bitsCase[uint8](t, r)
+	bitsCase[int16](t, r)
+	bitsCase[uint16](t, r)
 	bitsCase[int32](t, r)
+	bitsCase[uint32](t, r)
 	bitsCase[int64](t, r)
+	bitsCase[uint64](t, r)
+	bitsCase[bool](t, r)
 	scaleCase[float32](t, r)
 	scaleCase[float64](t, r)
 	scaleCase[F16](t, r)
 	scaleCase[BF16](t, r)
+	scaleCase[complex64](t, r)
+	scaleCase[complex128](t, r)
 }
 
 // TestSemantics pins the documented edge cases: NaN propagation in Min
@@ -558,6 +726,65 @@ func TestSemantics(t *testing.T) {
 	if fmt.Sprint(i8) != "[-128 127 0]" {
 		t.Errorf("int8 wrap: %v, want [-128 127 0]", i8)
 	}
+	u64 := []uint64{math.MaxUint64, 0, 1 << 63, 3}
+	SumInto(u64, []uint64{2, 0, 0, 0})
+	ProdInto(u64[2:], []uint64{2, 1 << 63})
+	MinInto(u64[1:2], []uint64{math.MaxUint64})
+	if fmt.Sprint(u64) != "[1 0 0 9223372036854775808]" {
+		t.Errorf("uint64 wrap: %v, want [1 0 0 9223372036854775808]", u64)
+	}
+	u16, i16 := []uint16{65535, 1}, []int16{32767, -32768}
+	SumInto(u16, []uint16{1, 65535})
+	SumInto(i16, []int16{1, -1})
+	if fmt.Sprint(u16, i16) != "[0 0] [-32768 32767]" {
+		t.Errorf("16-bit wrap: %v %v, want [0 0] [-32768 32767]", u16, i16)
+	}
+	u32 := []uint32{1 << 31, 7}
+	MaxInto(u32, []uint32{1, 1 << 31}) // unsigned order: 1<<31 is the larger
+	if fmt.Sprint(u32) != "[2147483648 2147483648]" {
+		t.Errorf("uint32 max: %v, want [2147483648 2147483648]", u32)
+	}
+	b := []bool{false, false, true, true}
+	for _, c := range []struct {
+		name string
+		f    func(dst, src []bool)
+		want string
+	}{
+		{"min", MinInto[bool], "[false false false true]"},
+		{"max", MaxInto[bool], "[false true true true]"},
+		{"band", BAndInto[bool], "[false false false true]"},
+		{"bor", BOrInto[bool], "[false true true true]"},
+		{"bxor", BXorInto[bool], "[false true true false]"},
+	} {
+		d := slices.Clone(b)
+		c.f(d, []bool{false, true, false, true})
+		if fmt.Sprint(d) != c.want {
+			t.Errorf("bool %s: %v, want %s", c.name, d, c.want)
+		}
+	}
+	// A byte that is neither 0 nor 1, from a peer, counts as true, and the
+	// result is 0 or 1.
+	raw := []byte{2, 0x80, 0, 0xff}
+	if err := Apply(Bool, BAnd, raw, []byte{1, 0x40, 3, 0}); err != nil || fmt.Sprint(raw) != "[1 1 0 0]" {
+		t.Errorf("bool band on raw bytes: %v, %v; want [1 1 0 0]", raw, err)
+	}
+	raw = []byte{2, 0x80, 0, 0}
+	if err := Apply(Bool, BXor, raw, []byte{1, 0, 3, 0}); err != nil || fmt.Sprint(raw) != "[0 1 1 0]" {
+		t.Errorf("bool bxor on raw bytes: %v, %v; want [0 1 1 0]", raw, err)
+	}
+	if err := Reduce(Sum, []bool{true}, []bool{true}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Reduce(sum) on bool = %v, want ErrUnsupported", err)
+	}
+	if err := Reduce(Max, []complex64{1}, []complex64{2}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Reduce(max) on complex64 = %v, want ErrUnsupported", err)
+	}
+	c := []complex128{complex(1, 2), complex(math.Copysign(0, -1), 3)}
+	ProdInto(c[:1], []complex128{complex(3, -1)}) // (1+2i)(3-i) = 5+5i
+	ScaleSlice(c[1:], 2)                          // -0 stays -0: the parts are divided
+	if c[0] != complex(5, 5) || !math.Signbit(real(c[1])) || imag(c[1]) != 1.5 {
+		t.Errorf("complex128: %v, want [(5+5i) (-0+1.5i)]", c)
+	}
+
 	// 2048 + 1 is a tie in float16 and rounds to even (2048); 2048 + 3
 	// rounds up to 2052.
 	h := []F16{F16FromFloat32(2048), F16FromFloat32(2048)}
@@ -614,5 +841,40 @@ func TestSIMDMatchesPureGo(t *testing.T) {
 				t.Fatalf("%v n=%d: SIMD element %d = %v, pure Go %v", dt, n, i, get(dt, dst, i), get(dt, want, i))
 			}
 		}
+	}
+}
+
+// TestDTypeNames pins the names and sizes (torch's spellings), that
+// ParseDType reads every name back, and the numeric values, which travel
+// in fingerprints and headers and must never change.
+func TestDTypeNames(t *testing.T) {
+	want := []struct {
+		name string
+		size int
+	}{
+		{"float32", 4}, {"float64", 8}, {"float16", 2}, {"bfloat16", 2},
+		{"int8", 1}, {"uint8", 1}, {"int32", 4}, {"int64", 8},
+		{"uint16", 2}, {"uint32", 4}, {"uint64", 8}, {"int16", 2},
+		{"bool", 1}, {"complex64", 8}, {"complex128", 16},
+	}
+	if len(DTypes) != len(want) {
+		t.Fatalf("%d DTypes, want %d", len(DTypes), len(want))
+	}
+	for i, dt := range DTypes {
+		if uint8(dt) != uint8(i+1) {
+			t.Errorf("%v = %d, want %d", dt, uint8(dt), i+1)
+		}
+		if dt.String() != want[i].name || dt.Size() != want[i].size {
+			t.Errorf("DType %d: %q of %d bytes, want %q of %d", uint8(dt), dt.String(), dt.Size(), want[i].name, want[i].size)
+		}
+		if p, err := ParseDType(strings.ToUpper(dt.String())); err != nil || p != dt {
+			t.Errorf("ParseDType(%q) = %v, %v", dt.String(), p, err)
+		}
+	}
+	if s := DType(16).String(); s != "DType(16)" {
+		t.Errorf("DType(16).String() = %q", s)
+	}
+	if DType(16).Valid() || DType(16).Size() != 0 {
+		t.Error("DType(16) is valid")
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/kernels"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport/ib"
 )
@@ -171,7 +173,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.StringVar(&cfg.op, "op", "allreduce", "collective: "+strings.Join(benchOpNames[:len(benchOpNames)-2], ", ")+
 		", sendrecv (each rank sends to the next), onebit (DeepSpeed's 1-bit compressed allreduce, float32; package onebit)")
 	dtype := fs.String("dtype", "float32", "element type: "+names(reduceop.DTypes))
-	redop := fs.String("redop", "sum", "reduction: "+names(reduceop.Ops)+" (avg on floats only, band/bor/bxor on integers only)")
+	redop := fs.String("redop", "sum", "reduction: "+names(reduceop.Ops)+
+		" (avg on floats and complex; band/bor/bxor on integers and bool; min/max not on complex; sum/prod/avg not on bool; "+
+		"with -device hostsim or cuda, reductions on "+names(kernels.DTypes)+" only)")
 	fs.IntVar(&cfg.root, "root", 0, "root rank for broadcast, reduce, gather, scatter")
 	algoFlag := fs.String("algo", "", "algorithm family: "+algoNames(benchAlgorithms())+"; all: every one that implements -op, one after the other; empty: the cost model picks per size")
 	fs.IntVar(&cfg.ranks, "n", defaultRanks(), "number of ranks: by default one per CPU this process may use, at least 2")
@@ -235,7 +239,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	}
 	if needsOp(cfg.op) {
 		if err := reduceop.Check(cfg.redop, cfg.dtype); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("-redop %v on -dtype %v: %w", cfg.redop, cfg.dtype, err)
 		}
 	}
 	if err := cfg.checkRanks(); err != nil && (!cfg.join || cfg.nSet) {
@@ -287,6 +291,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchConfig, error) {
 	case "host", "hostsim", "cuda":
 	default:
 		return nil, fmt.Errorf("unknown -device %q (host, hostsim or cuda)", cfg.device)
+	}
+	if cfg.device != "host" && needsOp(cfg.op) {
+		if err := device.CheckReduce(cfg.redop, cfg.dtype); err != nil {
+			return nil, fmt.Errorf("-redop %v on -dtype %v with -device %s: %w", cfg.redop, cfg.dtype, cfg.device, err)
+		}
 	}
 	switch cfg.format {
 	case "table", "csv", "json":

@@ -25,13 +25,16 @@ import (
 // world size and dtypes of every width: #wrong must be 0 everywhere.
 func TestBenchCheckEveryOp(t *testing.T) {
 	for op := range benchOps {
-		for _, dt := range []string{"float32", "bfloat16", "int8", "int64"} {
+		for _, dt := range []string{"float32", "bfloat16", "int8", "int64", "uint64", "bool", "complex64"} {
 			if op == "onebit" && dt != "float32" {
 				continue
 			}
 			redop := "sum"
 			if op == "allreduce" && dt == "int8" {
 				redop = "bxor"
+			}
+			if dt == "bool" {
+				redop = "bor" // bool has no sum
 			}
 			args := []string{"-transport", "mem", "-n", "3", "-op", op, "-dtype", dt, "-redop", redop,
 				"-root", "2", "-b", "4", "-e", "1400", "-f", "7", "-w", "1", "-iters", "2", "-check", "-format", "json", "-q"}
@@ -113,6 +116,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"-op", "nope"}, {"-dtype", "float128"}, {"-redop", "avg", "-dtype", "int32"},
 		{"-b", "2M", "-e", "1M"}, {"-root", "9", "-n", "2"}, {"-algo", "pairwise"}, {"-transport", "ib"},
 		{"-f", "1"}, {"-units", "furlongs"}, {"-device", "gpu"},
+		{"-redop", "sum", "-dtype", "bool"}, {"-redop", "max", "-dtype", "complex64"},
+		{"-device", "hostsim", "-dtype", "uint64"}, // no device kernel for uint64
 	} {
 		var out, errb bytes.Buffer
 		if code := benchMain(context.Background(), args, &out, &errb); code != 2 {

@@ -885,9 +885,11 @@ func diffElem(dt reduceop.DType, got, want []byte) int {
 	return -1
 }
 
-// testReduce compares Reduce with reduceop.Apply for every dtype and op at
-// every count of Counts, at offset 0 and at odd element offsets, with
-// guard elements around the range that must keep their values.
+// testReduce compares Reduce with reduceop.Apply for every dtype and op
+// with a device kernel at every count of Counts, at offset 0 and at odd
+// element offsets, with guard elements around the range that must keep
+// their values; a dtype without a kernel (device.CheckReduce) must be
+// refused.
 func testReduce(t *testing.T, dev device.Device) {
 	const guard = 8
 	r := seed(t)
@@ -899,6 +901,20 @@ func testReduce(t *testing.T, dev device.Device) {
 		sz := dt.Size()
 		for _, op := range reduceop.Ops {
 			if reduceop.Check(op, dt) != nil {
+				continue
+			}
+			if device.CheckReduce(op, dt) != nil {
+				// No kernel for dt: Reduce must refuse it.
+				dst, err := dev.Alloc(dt, 4)
+				check(t, "Alloc", err)
+				src, err := dev.Alloc(dt, 4)
+				check(t, "Alloc", err)
+				if err := s.Reduce(op, dst, 0, src, 0, 4); err == nil {
+					t.Errorf("Reduce %v %v: no error, but the device has no kernel for %v", op, dt, dt)
+				}
+				synchronize(t, s)
+				check(t, "Free", dst.Free())
+				check(t, "Free", src.Free())
 				continue
 			}
 			for _, n := range Counts {
@@ -942,7 +958,8 @@ func testReduce(t *testing.T, dev device.Device) {
 	}
 }
 
-// testScale compares Scale with reduceop.Scale for every float dtype.
+// testScale compares Scale with reduceop.Scale for every float dtype with
+// a device kernel.
 func testScale(t *testing.T, dev device.Device) {
 	const guard = 8
 	r := seed(t)
@@ -951,7 +968,7 @@ func testScale(t *testing.T, dev device.Device) {
 	hin := allocHost(t, dev, maxBytes)
 	hout := allocHost(t, dev, maxBytes)
 	for _, dt := range reduceop.DTypes {
-		if !dt.IsFloat() {
+		if device.CheckReduce(reduceop.Avg, dt) != nil {
 			continue
 		}
 		sz := dt.Size()

@@ -15,7 +15,8 @@
 // the Record before it), never-recorded events, Holds, Synchronize and
 // Event.Wait ending with their context, Destroy letting pending work run,
 // and Reduce and Scale against reduceop's host loops for every dtype and
-// op at awkward counts and offsets, with NaN, signed zeros and infinities
+// op the device reduces (device.CheckReduce; the others must be refused)
+// at awkward counts and offsets, with NaN, signed zeros and infinities
 // in the inputs and guard elements around every range.
 //
 // Where ordering must be proven rather than hoped for, the suite stops a

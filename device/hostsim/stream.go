@@ -312,7 +312,8 @@ func (s *Stream) elems(what, name string, b *Buffer, off, n int) (int, error) {
 
 // Reduce computes dst[i] = dst[i] op src[i] for n elements with
 // reduceop.Apply. dst and src must have the same dtype, the offsets must be
-// multiples of its size and the ranges must be the same or disjoint.
+// multiples of its size and the ranges must be the same or disjoint. As on
+// CUDA, a dtype without a device kernel is refused (device.CheckReduce).
 func (s *Stream) Reduce(op reduceop.Op, dst device.Buffer, doff int, src device.Buffer, soff int, n int) error {
 	what := "reduce " + op.String()
 	db, err := s.buffer(what, "destination", dst)
@@ -323,7 +324,7 @@ func (s *Stream) Reduce(op reduceop.Op, dst device.Buffer, doff int, src device.
 	if err != nil {
 		return err
 	}
-	if err := reduceop.Check(op, db.dt); err != nil {
+	if err := device.CheckReduce(op, db.dt); err != nil {
 		return s.errorf(what, err)
 	}
 	if sb.dt != db.dt {
@@ -358,7 +359,7 @@ func (s *Stream) Scale(dst device.Buffer, off int, n int, div int) error {
 	if err != nil {
 		return err
 	}
-	if err := reduceop.Check(reduceop.Avg, db.dt); err != nil {
+	if err := device.CheckReduce(reduceop.Avg, db.dt); err != nil {
 		return s.errorf(what, err)
 	}
 	if div <= 0 {
