@@ -38,7 +38,7 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 		return nil
 	}
 	dt := views[0].dt
-	if err := c.checkOp(name, op, dt); err != nil {
+	if err := c.checkOp(name, op, &views[0]); err != nil {
 		return err
 	}
 	if len(views) == 1 {

@@ -638,7 +638,7 @@ func reducer(k reduceop.Kernel, dt reduceop.DType, op reduceop.Op) func(dst, src
 
 // hostReducers holds reducer's functions for the host kernel, by dtype
 // and op.
-var hostReducers = func() (t [16][16]func(dst, src []byte) error) {
+var hostReducers = func() (t [32][16]func(dst, src []byte) error) {
 	for dt := range t {
 		for _, op := range reduceop.Ops {
 			if reduceop.DType(dt).Valid() && int(op) < len(t[dt]) {
