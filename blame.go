@@ -284,20 +284,20 @@ func (c *Comm) heard(q int) bool {
 	case rep.class == classMismatch:
 		// Name the rank whose call differs from this rank's, never the
 		// relayer: the notice says who saw what (verdict.go).
-		c.blameNotice(q, rep.witness, rep.Culprit, wfp, cfp)
 		if name = c.blameMismatch(rep.witness, rep.Culprit, wfp, cfp); name == sh.ep.Rank() {
 			name = q
 		}
 	case name == sh.ep.Rank():
 		name = q // blames this rank: from here, q is who gave up on us
 	}
-	sh.lost.CompareAndSwap(-1, int64(name))
-	c.blame(name)
-	if c.markAborted(rep) {
-		// Pass the verdict on as it came: a rank waiting on this one must
-		// not take this rank's departure for the fault.
-		go c.notify(rep.Culprit, rep)
+	// Pass the verdict on as it came: a rank waiting on this one must not
+	// take this rank's departure for the fault.
+	f := fault{cause: rep, blame: name, lost: true, tell: rep.Culprit, relay: true}
+	if rep.class == classMismatch {
+		f.notice = &blamed{world: -1, mismatch: true, from: q,
+			witness: rep.witness, culprit: rep.Culprit, witnessFP: wfp, culpFP: cfp}
 	}
+	c.fail(f)
 	return true
 }
 
@@ -361,21 +361,6 @@ func (c *Comm) tellAll(b []byte) {
 	for _, r := range sent {
 		r.Wait(ctx)
 	}
-}
-
-// culpritOf returns the world rank to blame for a failed call's error.
-func (c *Comm) culpritOf(err error) int {
-	if lost := c.shared.lost.Load(); lost >= 0 {
-		return int(lost)
-	}
-	if ce := (*cancelError)(nil); errors.As(err, &ce) {
-		return c.shared.ep.Rank() // the peer it names is the one it was waiting on
-	}
-	var ge *Error
-	if errors.As(err, &ge) && ge.Peer >= 0 && ge.Peer < len(c.ranks) {
-		return c.ranks[ge.Peer]
-	}
-	return c.shared.ep.Rank()
 }
 
 // stallGrace is how long a timed-out rank listens for the wait notices of

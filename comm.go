@@ -226,30 +226,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 		// Closing the endpoint waits for the transport's goroutines, the
 		// caller among them: so it runs on its own; the abort itself is
 		// recorded at once.
-		n.OnPeerLoss(func(pe *transport.PeerError) {
-			// The peer may have aborted and said why just before its
-			// link went (its notice is delivered before the link's end
-			// is); otherwise it is the lost rank.
-			sh.pending.Add(1)
-			go func() {
-				defer sh.pending.Add(-1)
-				// The link broke without a goodbye: the process is gone,
-				// whatever it said before (a rank that aborted and then
-				// exited without closing is as gone as one killed), and
-				// Shrink must not count it.
-				sh.goneMu.Lock()
-				sh.gone = append(sh.gone, pe.Peer)
-				sh.goneMu.Unlock()
-				if c.awaitNotice(pe.Peer, time.Second) {
-					return // its verdict is adopted
-				}
-				sh.lost.CompareAndSwap(-1, int64(pe.Peer))
-				c.blame(pe.Peer)
-				if c.markAborted(&Error{Op: "link", Rank: c.rank, Peer: pe.Peer, Err: pe.Err}) {
-					c.notify(pe.Peer, pe.Err)
-				}
-			}()
-		})
+		n.OnPeerLoss(c.peerLost)
 	}
 	c.listen()
 	return c, nil
@@ -309,55 +286,6 @@ func (c *Comm) Close() error {
 		err = errors.Join(err, r.st.release())
 	}
 	return err
-}
-
-// Abort fails every pending and later call with ErrAborted (wrapping
-// cause) and closes the endpoint, as ncclCommAbort does.
-func (c *Comm) Abort(cause error) {
-	c.abort(cause)
-}
-
-func (c *Comm) abort(cause error) {
-	if c.markAborted(cause) {
-		culprit := c.culpritOf(cause)
-		c.blame(culprit)
-		c.notify(culprit, cause)
-	}
-}
-
-// markAborted records the first cause; later calls fail with it.
-func (c *Comm) markAborted(cause error) bool {
-	if cause == nil {
-		cause = ErrAborted
-	}
-	e := fmt.Errorf("%w: %w", ErrAborted, cause)
-	if !c.shared.aborted.CompareAndSwap(nil, &e) {
-		return false
-	}
-	c.dumpToDir(traceReason(cause), cause)
-	return true
-}
-
-// awaitClosed waits until an abort has closed the endpoint (every path
-// that wins markAborted closes it after telling the peers, within about
-// 100 ms, or a second and that when it first waits for a lost peer's
-// notice). If that takes two seconds it closes the endpoint itself: a
-// call that failed returns only once no transport can touch its buffers.
-func (c *Comm) awaitClosed() {
-	t := time.NewTimer(2 * time.Second)
-	defer t.Stop()
-	select {
-	case <-c.shared.closed:
-	case <-t.C:
-		c.closeEndpoint()
-	}
-}
-
-// closeEndpoint ends every path that won markAborted.
-func (c *Comm) closeEndpoint() {
-	c.shared.closeOne.Do(func() { c.shared.ep.Close() })
-	c.shared.notices.close()
-	c.shared.doneOne.Do(func() { close(c.shared.closed) })
 }
 
 // live reports whether c is neither closed nor aborted (usable's nil).

@@ -45,8 +45,7 @@ func (r *request) leftEarly() error {
 	c.shared.goneMu.Lock()
 	calls, ok := c.shared.left[c.ranks[r.peer]]
 	c.shared.goneMu.Unlock()
-	seq := wire.Seq(r.p.tag)
-	if !ok || seq <= calls {
+	if !ok || !leftBefore(wire.Seq(r.p.tag), calls) {
 		return nil
 	}
 	// Its "call" is a fingerprint that says so, which an abort notice
@@ -55,3 +54,7 @@ func (r *request) leftEarly() error {
 	return &Error{Op: r.p.op, Rank: c.rank, Peer: r.peer, Dir: r.dir,
 		Err: &mismatchError{mine: r.p.fp, theirs: gone, peer: r.peer}}
 }
+
+// leftBefore reports whether call seq comes after the last of the calls
+// a rank made before it left: that rank skipped it.
+func leftBefore(seq, calls uint64) bool { return seq > calls }

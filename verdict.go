@@ -86,8 +86,14 @@ func (c *Comm) recentCall(f fingerprint) (fingerprint, bool) {
 // fingerprints) it takes the witness's word, unless that word names this
 // rank, whose call then differs from the witness's.
 func (c *Comm) blameMismatch(witness, culprit int, witnessFP, culpritFP fingerprint) int {
-	me := c.shared.ep.Rank()
-	if mine, ok := c.shared.recentCall(witnessFP); ok {
+	mine, known := c.shared.recentCall(witnessFP)
+	return whoDiffers(c.shared.ep.Rank(), mine, known, witness, culprit, witnessFP, culpritFP)
+}
+
+// whoDiffers is blameMismatch's rule, for rank me whose own call of the
+// slot is mine (if known).
+func whoDiffers(me int, mine fingerprint, known bool, witness, culprit int, witnessFP, culpritFP fingerprint) int {
+	if known {
 		switch mine {
 		case witnessFP:
 			return culprit
@@ -118,12 +124,6 @@ func (c *Comm) blame(world int) {
 	if world >= 0 && world != c.shared.ep.Rank() {
 		c.shared.blamed.CompareAndSwap(nil, &blamed{world: world})
 	}
-}
-
-// blameNotice records a mismatch notice's two ranks, if no verdict is yet.
-func (c *Comm) blameNotice(from, witness, culprit int, witnessFP, culpritFP fingerprint) {
-	c.shared.blamed.CompareAndSwap(nil, &blamed{world: -1, mismatch: true, from: from,
-		witness: witness, culprit: culprit, witnessFP: witnessFP, culpFP: culpritFP})
 }
 
 // blamedPeer returns the rank the verdict names in c's numbering, or -1.
