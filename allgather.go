@@ -46,7 +46,7 @@ func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) 
 		k.useDevice(rv.dev.Device())
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, buf []byte) error {
-				send, err := dp.stand(sv.dev, 0, sv.bytes())
+				send, err := dp.Stand(sv.dev, 0, sv.bytes())
 				if err != nil {
 					return err
 				}

@@ -70,7 +70,7 @@ func (c *Comm) allReduceView(name string, v *view, op reduceop.Op, force algo.Al
 				}
 			}
 			if op == reduceop.Avg {
-				return dp.scale(buf, n)
+				return dp.Scale(buf, n)
 			}
 			return nil
 		})

@@ -93,7 +93,7 @@ func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int,
 		sv := parts[0]
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, recv []byte) error {
-				send, err := dp.stand(sv.dev, 0, sv.bytes())
+				send, err := dp.Stand(sv.dev, 0, sv.bytes())
 				if err != nil {
 					return err
 				}

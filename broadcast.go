@@ -100,7 +100,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 						return err
 					}
 					if op == reduceop.Avg {
-						return dp.scale(buf, c.Size())
+						return dp.Scale(buf, c.Size())
 					}
 					return nil
 				}

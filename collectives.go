@@ -64,7 +64,7 @@ func (c *Comm) toHost(ctx context.Context, dst []byte, b DeviceBuffer, off int) 
 	if err != nil {
 		return err
 	}
-	return d.toHost(ctx, dst, b, off)
+	return d.ToHost(ctx, dst, b, off)
 }
 
 // fromHost copies src into a device buffer from byte off and waits.
@@ -73,7 +73,7 @@ func (c *Comm) fromHost(ctx context.Context, b DeviceBuffer, off int, src []byte
 	if err != nil {
 		return err
 	}
-	return d.fromHost(ctx, b, off, src)
+	return d.FromHost(ctx, b, off, src)
 }
 
 // check resolves a buffer argument for op.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/device/hostsim"
+	"github.com/goccl/goccl/internal/devpath"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -132,5 +133,12 @@ func TestDeviceIPCOff(t *testing.T) {
 				t.Errorf("rank %d: a device to device copy of %d bytes with IPC off", r, s.Bytes)
 			}
 		}
+	}
+}
+
+// The package's name for the variable, in its errors, is goccl's.
+func TestEnvDeviceIPCIsDevpaths(t *testing.T) {
+	if EnvDeviceIPC != devpath.EnvIPC {
+		t.Fatalf("EnvDeviceIPC %q, internal/devpath's EnvIPC %q", EnvDeviceIPC, devpath.EnvIPC)
 	}
 }

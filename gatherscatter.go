@@ -57,7 +57,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 				})
 			}
 			return c.onDevice(ctx, p, rv, 0, func(dp *devPeers, recv []byte) error {
-				send, err := dp.stand(sv.dev, 0, sb)
+				send, err := dp.Stand(sv.dev, 0, sb)
 				if err != nil {
 					return err
 				}
@@ -138,7 +138,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 							return err
 						}
 					}
-					recv, err := dp.stand(rv.dev, 0, rb)
+					recv, err := dp.Stand(rv.dev, 0, rb)
 					if err != nil {
 						return err
 					}

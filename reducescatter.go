@@ -57,7 +57,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 		sv := parts[0]
 		k.run = func(ctx context.Context) error {
 			return c.onDevice(ctx, p, rv, op, func(dp *devPeers, recv []byte) error {
-				send, err := dp.stand(sv.dev, 0, sv.bytes())
+				send, err := dp.Stand(sv.dev, 0, sv.bytes())
 				if err != nil {
 					return err
 				}
@@ -73,7 +73,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 				}
 				mine := work[off : off+rv.bytes()]
 				if op == reduceop.Avg {
-					if err := dp.scale(mine, c.Size()); err != nil {
+					if err := dp.Scale(mine, c.Size()); err != nil {
 						return err
 					}
 				}

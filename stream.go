@@ -5,6 +5,7 @@ import (
 
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/internal/devpath"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -76,13 +77,13 @@ func (sc *StreamComm) enqueue(ctx context.Context, k *call, err error) *Work {
 	if err == nil && sc.s == nil {
 		err = invalid(k.op, c.rank, "nil stream")
 	}
-	var d *devCtx
+	var d *devpath.Ctx
 	if err == nil {
 		d, err = c.shared.devs.get(k.dev)
 	}
 	var ev device.Event
 	if err == nil {
-		ev, err = d.event()
+		ev, err = d.Event()
 	}
 	if err == nil {
 		if err = sc.s.Record(ev); err != nil {
@@ -103,7 +104,7 @@ func (sc *StreamComm) enqueue(ctx context.Context, k *call, err error) *Work {
 	k.run = func(ctx context.Context) error {
 		err := run(ctx)
 		if err == nil {
-			d.putEvent(ev) // the call's streams waited on it, and the call is done
+			d.PutEvent(ev) // the call's streams waited on it, and the call is done
 		}
 		return err
 	}

@@ -1,12 +1,12 @@
 //go:build unix
 
-package goccl
+package devpath
 
 import "golang.org/x/sys/unix"
 
 // reserve returns n bytes of address space that no one may touch: any read
 // or write faults. A device buffer is shown to an algorithm as such a range
-// (devpath.go), so an algorithm that reached for the bytes itself instead
+// (peers.go), so an algorithm that reached for the bytes itself instead
 // of asking its Peers would crash at once, in tests, rather than read
 // garbage.
 func reserve(n int) ([]byte, error) {

@@ -1,9 +1,9 @@
 //go:build !unix
 
-package goccl
+package devpath
 
 // reserve returns n bytes standing for a device buffer in the algorithms
-// (devpath.go). Without mmap it is ordinary memory the algorithms never
+// (peers.go). Without mmap it is ordinary memory the algorithms never
 // touch.
 func reserve(n int) ([]byte, error) { return make([]byte, n), nil }
 
