@@ -314,3 +314,39 @@ func TestShrinkEpoch(t *testing.T) {
 		t.Errorf("Status with a dead member, alive keys not kept: %q, %v, %v", again, waiting, err)
 	}
 }
+
+// TestRejoin: a world of a new generation records it when settled, and a
+// replacement process joins the one after.
+func TestRejoin(t *testing.T) {
+	addr := serveStore(t)
+	ctx := testCtx(t)
+	st, err := store.Dial(ctx, addr, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(st, Config{JobID: "rejoin", JobSize: 2})
+	defer r.Release()
+	if err := r.Rejoin(ctx); err != nil || r.Gen != 1 {
+		t.Fatalf("Rejoin: generation %d, %v; want 1", r.Gen, err)
+	}
+	if err := r.Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g2 := r.Next(2, 0, nil)
+	defer g2.Release()
+	if err := g2.Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	late := r.Next(1, 0, nil) // a straggler of generation 1 does not go back
+	defer late.Release()
+	if err := late.Settled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.Get(ctx, "goccl/rejoin/gen"); err != nil || string(v) != "2" {
+		t.Errorf("gen = %q, %v, want 2", v, err)
+	}
+	n := New(st, Config{JobID: "rejoin", JobRank: 1, JobSize: 2})
+	if err := n.Rejoin(ctx); err != nil || n.Gen != 3 {
+		t.Errorf("Rejoin after generation 2: %d, %v; want 3", n.Gen, err)
+	}
+}

@@ -160,13 +160,23 @@ func (r *Rendezvous) AliveKey(jr int) string { return r.Key("alive/" + strconv.I
 func (r *Rendezvous) genKey() string { return r.Key("gen") }
 
 // Rejoin makes r the rendezvous of a replacement process: it joins the
-// generation after the newest that has formed (one store request).
+// generation after the newest that has formed (one store request). It
+// reads the key without making it: an Add of 0 would set it to "0", and
+// generation 1's record (Settled: from no key to "1") would then never
+// take, so that a second Readmit's replacement would join generation 1
+// while the survivors met in generation 2.
 func (r *Rendezvous) Rejoin(ctx context.Context) error {
-	g, err := r.st.st.Add(ctx, r.genKey(), 0)
+	v, err := peek(ctx, r.st.st, r.genKey())
 	if err != nil {
 		return err
 	}
-	r.Gen = int(g) + 1
+	g := 0
+	if v != nil {
+		if g, err = strconv.Atoi(string(v)); err != nil || g < 0 {
+			return fmt.Errorf("%w: %s is %q", transport.ErrProtocol, r.genKey(), v)
+		}
+	}
+	r.Gen = g + 1
 	return nil
 }
 
