@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,12 +45,51 @@ func testCtx(t *testing.T) context.Context {
 // meet runs the rendezvous of size ranks as goroutines, each with a store
 // client of its own, and returns their rendezvous and endpoints.
 func meet(t *testing.T, addr string, size int, kind string, cfg Config) ([]*Rendezvous, []transport.Endpoint, []int) {
+	rdvs, eps, perHost, _ := meetCounted(t, addr, size, kind, cfg)
+	return rdvs, eps, perHost
+}
+
+// requests counts a store client's requests.
+type requests struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (c *requests) Set(ctx context.Context, key string, v []byte) error {
+	c.n.Add(1)
+	return c.Store.Set(ctx, key, v)
+}
+
+func (c *requests) Get(ctx context.Context, key string) ([]byte, error) {
+	c.n.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *requests) Add(ctx context.Context, key string, d int64) (int64, error) {
+	c.n.Add(1)
+	return c.Store.Add(ctx, key, d)
+}
+
+func (c *requests) CompareSet(ctx context.Context, key string, old, new []byte) ([]byte, error) {
+	c.n.Add(1)
+	return c.Store.CompareSet(ctx, key, old, new)
+}
+
+// SetEphemeral passes on the client's alive keys (Settled).
+func (c *requests) SetEphemeral(ctx context.Context, key string, v []byte) error {
+	c.n.Add(1)
+	return c.Store.(*store.Client).SetEphemeral(ctx, key, v)
+}
+
+// meetCounted is meet that also returns each rank's store requests.
+func meetCounted(t *testing.T, addr string, size int, kind string, cfg Config) ([]*Rendezvous, []transport.Endpoint, []int, []int64) {
 	t.Helper()
 	ctx := testCtx(t)
 	rdvs := make([]*Rendezvous, size)
 	eps := make([]transport.Endpoint, size)
 	perHost := make([]int, size)
 	errs := make([]error, size)
+	counts := make([]*requests, size)
 	var wg sync.WaitGroup
 	for r := range size {
 		wg.Go(func() {
@@ -59,7 +100,8 @@ func meet(t *testing.T, addr string, size int, kind string, cfg Config) ([]*Rend
 			}
 			c := cfg
 			c.JobRank, c.JobSize = r, size
-			rdvs[r] = New(st, c)
+			counts[r] = &requests{Store: st}
+			rdvs[r] = New(counts[r], c)
 			eps[r], perHost[r], errs[r] = rdvs[r].Connect(ctx, kind, r, size)
 		})
 	}
@@ -77,7 +119,37 @@ func meet(t *testing.T, addr string, size int, kind string, cfg Config) ([]*Rend
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	return rdvs, eps, perHost
+	n := make([]int64, size)
+	for r, c := range counts {
+		n[r] = c.n.Load()
+	}
+	return rdvs, eps, perHost, n
+}
+
+// TestConnectStoreRequests holds Connect to the design rule: no rank makes
+// store requests in proportion to the job. Over H hosts of L=2 ranks,
+// with lazy TCP between them, the N ranks make 11N+H+2 requests in all
+// (the host group 5N+H+1, the blocks 4N+1, TCP's address publish and ring
+// neighbour's read 2N), and none more than L+13 (a host's first arrival,
+// which is also the job's last at both barriers).
+func TestConnectStoreRequests(t *testing.T) {
+	const l = 2
+	for _, size := range []int{4, 8} {
+		hosts := func(r int) string { return strconv.Itoa(r / l) }
+		_, eps, _, n := meetCounted(t, serveStore(t), size, "auto",
+			Config{JobID: "cost" + strconv.Itoa(size), Lazy: true, HostID: hosts})
+		var total int64
+		for r, c := range n {
+			total += c
+			if c > l+13 {
+				t.Errorf("%d ranks: rank %d made %d store requests, want at most %d", size, r, c, l+13)
+			}
+		}
+		if want := int64(11*size + size/l + 2); total != want {
+			t.Errorf("%d ranks: %d store requests (%v), want 11N+H+2 = %d", size, total, n, want)
+		}
+		exchange(t, eps)
+	}
 }
 
 // exchange sends a message from every rank to every other and checks
