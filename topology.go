@@ -15,11 +15,11 @@ import (
 // 0..L-1 on one host, L..2L-1 on the next, as launchers number them);
 // any other layout is modelled as one rank a host, the host-blind choice.
 //
-// Init learns the layout once: each rank knows its host's ranks, and the
-// rendezvous makes every rank agree on L through the store (all ranks
-// must pick the same algorithm; internal/rendezvous, agreeHostBlocks). A group made from the
-// world works out its own blocks from the world's at creation
-// (hostBlocks). The per-call path only reads the result.
+// Init learns the layout once: each rank knows its host's ranks, and
+// internal/rendezvous makes every rank agree on L through the store (all
+// ranks must pick the same algorithm). A group made from the world works
+// out its own blocks from the world's at creation (hostBlocks). The
+// per-call path only reads the result.
 
 // hostBlocks returns how many ranks of a group sit on each host when the
 // world has perHost ranks a host in aligned blocks and the group's ranks
