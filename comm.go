@@ -17,6 +17,7 @@ import (
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/reduceop"
@@ -88,7 +89,7 @@ type shared struct {
 	left     map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
 	doneOne  sync.Once
 	log      *commslog.Logger
-	rdv      *rendezvous             // how Init met the other ranks, or nil (elastic.go)
+	rdv      *rendezvous.Rendezvous  // how Init met the other ranks, or nil (internal/rendezvous)
 	perHost  int                     // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
 	devs     devices                 // per-device streams and pools of the device data path (devpath.go)
 	boarder  transport.Boarder       // the endpoint's boards (board.go), or nil
@@ -283,7 +284,7 @@ func (c *Comm) Close() error {
 	c.shared.wg.Wait()
 	c.shared.devs.close()
 	if r := c.shared.rdv; r != nil {
-		err = errors.Join(err, r.st.release())
+		err = errors.Join(err, r.Release())
 	}
 	return err
 }

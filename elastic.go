@@ -2,19 +2,13 @@ package goccl
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/goccl/goccl/store"
-	"github.com/goccl/goccl/transport"
-	"github.com/goccl/goccl/transport/tcp"
+	"github.com/goccl/goccl/internal/rendezvous"
 )
 
 // Recovering from a lost rank, two ways, both through Init's store:
@@ -46,110 +40,12 @@ import (
 // it does not know what became of every rank.
 const DefaultShrinkWait = 2 * time.Second
 
-// rendezvous is how a communicator's ranks met: the store and what it
-// takes to connect a new generation or epoch.
-type rendezvous struct {
-	st      *storeRef
-	jobID   string
-	jobRank int // this process's rank in the job (the world of Init)
-	jobSize int
-	gen     int    // generation of the world
-	shrink  int    // shrink epoch within the generation: 0 = the full world
-	members []int  // job rank of each rank of the communicator; nil: all
-	token   []byte // this process's alive key value
-
-	secret  []byte
-	streams int
-	ifname  string
-	tls     *tls.Config
-	// handshake bounds a connection's authentication (0: the transport's
-	// default, which reads GOCCL_HANDSHAKE_TIMEOUT).
-	handshake time.Duration
-	// lazy: TCP links come up on demand (WithConnect).
-	lazy bool
-	// spin is the transports' Spin (GOCCL_SPIN; 0: their defaults).
-	spin time.Duration
-	// book: where lazy links find their peers' addresses; set by connect
-	// when it makes a lazy TCP endpoint (links.go).
-	book *addrBook
-}
-
-// storeRef shares Init's store among the communicators of a lineage; the
-// last one closed closes it.
-type storeRef struct {
-	st   store.Store
-	refs atomic.Int32
-}
-
-func (s *storeRef) acquire() *storeRef { s.refs.Add(1); return s }
-
-func (s *storeRef) release() error {
-	if s.refs.Add(-1) == 0 {
-		return s.st.Close()
-	}
-	return nil
-}
-
-// aliveKey is where job rank r says it is alive: an ephemeral key (the
-// store deletes it when the process's connection ends).
-func (r *rendezvous) aliveKey(jobRank int) string { return r.key("alive/" + strconv.Itoa(jobRank)) }
-
-// key names a job-wide store key.
-func (r *rendezvous) key(name string) string { return "goccl/" + r.jobID + "/" + name }
-
-// epoch names the communicator's generation and shrink epoch.
-func (r *rendezvous) epoch() string {
-	if r.gen == 0 && r.shrink == 0 {
-		return "" // Init's keys, as before generations existed
-	}
-	return fmt.Sprintf("g%d.s%d/", r.gen, r.shrink)
-}
-
-// connect connects this process as rank of size ranks in r's epoch.
-func (r *rendezvous) connect(ctx context.Context, rank, size int) (transport.Endpoint, error) {
-	job := r.jobID
-	if e := r.epoch(); e != "" {
-		job += "/" + strings.TrimSuffix(e, "/")
-	}
-	var kv tcp.KV = store.WithPrefix(r.st.st, r.key(r.epoch()))
-	if r.lazy && max(r.streams, 1) == 1 {
-		r.book = newAddrBook(kv, size)
-		kv = r.book
-	}
-	return tcp.Connect(ctx, tcp.Config{
-		Rank: rank, Size: size, JobID: job,
-		KV:     kv,
-		Secret: r.secret, Streams: r.streams, Interface: r.ifname, TLS: r.tls,
-		HandshakeTimeout: r.handshake, WrapConn: testWrapConn, Lazy: r.lazy, Spin: r.spin,
-	})
-}
-
-// next returns a copy of r for another epoch, holding the store.
-func (r *rendezvous) next(gen, shrink int, members []int) *rendezvous {
-	n := *r
-	n.gen, n.shrink, n.members = gen, shrink, members
-	n.st = r.st.acquire()
-	return &n
-}
-
-// jobRanks returns the job rank of every rank of the communicator.
-func (r *rendezvous) jobRanks() []int {
-	if r.members != nil {
-		return r.members
-	}
-	all := make([]int, r.jobSize)
-	for i := range all {
-		all[i] = i
-	}
-	return all
-}
-
 // JobRank returns this process's rank in the job it was launched into
 // (Init's world), which Shrink does not change; Rank for a communicator
 // that Init did not make.
 func (c *Comm) JobRank() int {
 	if r := c.shared.rdv; r != nil && c.id == 0 {
-		return r.jobRank
+		return r.JobRank
 	}
 	return c.rank
 }
@@ -184,7 +80,7 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
-	old := r.jobRanks()
+	old := r.JobRanks()
 	var lost []int // job ranks this rank knows to be lost
 	c.shared.goneMu.Lock()
 	for _, g := range append([]int{int(c.shared.lost.Load())}, c.shared.gone...) {
@@ -193,8 +89,8 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		}
 	}
 	c.shared.goneMu.Unlock()
-	for epoch := r.shrink + 1; ; epoch++ {
-		nr := r.next(r.gen, epoch, nil)
+	for epoch := r.Shrink + 1; ; epoch++ {
+		nr := r.Next(r.Gen, epoch, nil)
 		n, members, err := c.shrinkRound(ctx, nr, old, lost)
 		if err == nil {
 			return n, nil
@@ -218,42 +114,32 @@ var testShrinkHook func(stage string)
 // old, of which lost are known lost. It returns the new communicator; or
 // errShrinkAgain and the round's members, when a member was lost before
 // it said it had connected; or another error, which ends Shrink. nr's
-// store is released unless the communicator returned holds it.
-func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int) (*Comm, []int, error) {
-	r := c.shared.rdv
-	st := nr.st.st
-	at := func(name string) string { return nr.key(nr.epoch() + "shrink/" + name) }
+// store is released unless the communicator returned holds it. The store
+// keys and what is written there are rendezvous.Round's; what to make of
+// them is this function's.
+func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous.Rendezvous, old, lost []int) (*Comm, []int, error) {
+	round := nr.Round()
 	fail := func(err error) (*Comm, []int, error) {
-		nr.st.release()
+		nr.Release()
 		return nil, nil, err
 	}
 
 	// Register, and say which ranks this one knows to be lost.
-	slot, err := st.Add(ctx, at("joined"), 1)
-	if err != nil {
+	if err := round.Register(ctx, lost); err != nil {
 		return fail(err)
-	}
-	if err := st.Set(ctx, at("slot/"+strconv.FormatInt(slot, 10)), []byte(strconv.Itoa(r.jobRank))); err != nil {
-		return fail(err)
-	}
-	for _, jr := range lost {
-		if err := st.Set(ctx, at("lost/"+strconv.Itoa(jr)), []byte{1}); err != nil {
-			return fail(err)
-		}
 	}
 	if testShrinkHook != nil {
 		testShrinkHook("registered")
 	}
 	// Whether the store keeps alive keys (one with ephemeral keys does):
 	// only then does a missing one mean a dead process.
-	mine, err := peek(ctx, st, nr.aliveKey(r.jobRank))
+	tracksAlive, err := nr.TracksAlive(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	tracksAlive := mine != nil
 	dead := func(jr int) (bool, error) {
-		a, err := peek(ctx, st, nr.aliveKey(jr))
-		return a == nil, err
+		a, err := nr.Alive(ctx, jr)
+		return !a, err
 	}
 
 	// Wait until everyone is accounted for, or the wait is over.
@@ -264,12 +150,12 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 	deadline := time.Now().Add(wait)
 	in := map[int]bool{} // job ranks registered so far
 	for {
-		joined, err := st.Add(ctx, at("joined"), 0)
+		joined, err := round.Joined(ctx)
 		if err != nil {
 			return fail(err)
 		}
 		for i := int64(len(in)) + 1; i <= joined; i++ {
-			jr, err := shrinkSlot(ctx, st, at("slot/"+strconv.FormatInt(i, 10)))
+			jr, err := round.Registered(ctx, i)
 			if err != nil {
 				return fail(err)
 			}
@@ -281,11 +167,11 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 				continue
 			}
 			d, err1 := dead(jr)
-			l, err2 := peek(ctx, st, at("lost/"+strconv.Itoa(jr)))
+			l, err2 := round.Blamed(ctx, jr)
 			if err := errors.Join(err1, err2); err != nil {
 				return fail(err)
 			}
-			if d || l != nil {
+			if d || l {
 				gone++ // its process is dead, or a failure blamed it
 			}
 		}
@@ -301,13 +187,13 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 
 	// The first rank to get here proposes who is in: the registered ranks
 	// still alive. Everyone takes the first proposal.
-	joined, err := st.Add(ctx, at("joined"), 0)
+	joined, err := round.Joined(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	var members []int
 	for i := int64(1); i <= joined; i++ {
-		jr, err := shrinkSlot(ctx, st, at("slot/"+strconv.FormatInt(i, 10)))
+		jr, err := round.Registered(ctx, i)
 		if err != nil {
 			return fail(err)
 		}
@@ -319,42 +205,25 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 		members = append(members, jr)
 	}
 	slices.Sort(members)
-	var b strings.Builder
-	for i, jr := range members {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(jr))
-	}
-	got, err := st.CompareSet(ctx, at("members"), nil, []byte(b.String()))
-	if err != nil {
+	if members, err = round.Propose(ctx, members); err != nil {
 		return fail(err)
 	}
-	members = members[:0]
-	for f := range strings.SplitSeq(string(got), ",") {
-		jr, err := strconv.Atoi(f)
-		if err != nil {
-			return fail(fmt.Errorf("%w: bad shrink member list %q", ErrProtocol, got))
-		}
-		members = append(members, jr)
-	}
-	me := slices.Index(members, r.jobRank)
+	me := slices.Index(members, nr.JobRank)
 	if me < 0 {
-		return fail(fmt.Errorf("%w: job rank %d arrived after the survivors %v had shrunk the communicator", ErrAborted, r.jobRank, members))
+		return fail(fmt.Errorf("%w: job rank %d arrived after the survivors %v had shrunk the communicator", ErrAborted, nr.JobRank, members))
 	}
-	nr.members = members
+	nr.Members = members
 	if testShrinkHook != nil {
 		testShrinkHook("agreed")
 	}
 
 	// Connect. A member that dies or fails meanwhile would leave the others
 	// waiting for it until the timeout: watch for that, and stop.
-	word := func(jr int) string { return at("status/" + strconv.Itoa(jr)) }
 	cctx, stop := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			again, _, err := shrinkStatus(cctx, st, members, word, tracksAlive, dead)
+			again, _, err := round.Status(cctx, members, tracksAlive)
 			if err != nil {
 				return // cctx ended
 			}
@@ -370,13 +239,13 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 		}
 	})
 	var n *Comm
-	ep, err := nr.connect(cctx, me, len(members))
+	ep, err := nr.ConnectTCP(cctx, me, len(members))
 	if err == nil {
 		if n, err = newComm(ep, c.opts); err != nil {
 			ep.Close()
 			n = nil
 		} else {
-			n.shared.rdv = nr.next(nr.gen, nr.shrink, members) // n's own hold on the store
+			n.shared.rdv = nr.Next(nr.Gen, nr.Shrink, members) // n's own hold on the store
 			if err = n.settle(cctx); err != nil {
 				n = nil // settle closed it
 			}
@@ -386,11 +255,7 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 		testShrinkHook("connected")
 	}
 	// Say how it went, then stop the watch.
-	say := []byte("ok")
-	if err != nil {
-		say = []byte("failed: " + err.Error())
-	}
-	serr := st.Set(ctx, word(r.jobRank), say)
+	serr := round.Say(ctx, err)
 	stop(nil)
 	wg.Wait()
 
@@ -400,7 +265,7 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 	again := ""
 	for serr == nil {
 		var waiting bool
-		if again, waiting, serr = shrinkStatus(ctx, st, members, word, tracksAlive, dead); serr != nil || again != "" || !waiting {
+		if again, waiting, serr = round.Status(ctx, members, tracksAlive); serr != nil || again != "" || !waiting {
 			break
 		}
 		select {
@@ -410,7 +275,7 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 		}
 	}
 	if serr == nil && again == "" {
-		nr.st.release()
+		nr.Release()
 		return n, nil, nil
 	}
 	if n != nil {
@@ -428,44 +293,8 @@ func (c *Comm) shrinkRound(ctx context.Context, nr *rendezvous, old, lost []int)
 			alive = append(alive, jr)
 		}
 	}
-	nr.st.release()
+	nr.Release()
 	return nil, alive, fmt.Errorf("%w: %s", errShrinkAgain, again)
-}
-
-// shrinkStatus reads what the members of a round of Shrink said of their
-// connecting: again says why the round must be tried again (a member
-// failed, or died without a word) and waiting whether some live member
-// has not said yet.
-func shrinkStatus(ctx context.Context, st store.Store, members []int, word func(int) string,
-	tracksAlive bool, dead func(int) (bool, error)) (again string, waiting bool, err error) {
-	for _, jr := range members {
-		// Whether it is dead first, then its word: a member dead before
-		// its word was read can no longer write one.
-		d := false
-		if tracksAlive {
-			if d, err = dead(jr); err != nil {
-				return "", false, err
-			}
-		}
-		w, err := peek(ctx, st, word(jr))
-		switch {
-		case err != nil:
-			return "", false, err
-		case w == nil && d:
-			return fmt.Sprintf("job rank %d died", jr), false, nil
-		case w == nil:
-			waiting = true
-		case string(w) != "ok":
-			return fmt.Sprintf("job rank %d %s", jr, w), false, nil
-		}
-	}
-	return "", waiting, nil
-}
-
-// peek reads key without waiting for it: nil when it is not set.
-func peek(ctx context.Context, st store.Store, key string) ([]byte, error) {
-	absent := []byte{0} // CompareSet with it reads a key without waiting
-	return st.CompareSet(ctx, key, absent, absent)
 }
 
 // Readmit forms the next generation of the world with replacement ranks:
@@ -482,16 +311,16 @@ func (c *Comm) Readmit(ctx context.Context) (*Comm, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
-	nr := r.next(r.gen+1, 0, nil)
-	ep, err := nr.connect(ctx, r.jobRank, r.jobSize)
+	nr := r.Next(r.Gen+1, 0, nil)
+	ep, err := nr.ConnectTCP(ctx, r.JobRank, r.JobSize)
 	if err != nil {
-		nr.st.release()
+		nr.Release()
 		return nil, &Error{Op: "readmit", Rank: c.rank, Peer: -1, Err: err}
 	}
 	n, err := newComm(ep, c.opts)
 	if err != nil {
 		ep.Close()
-		nr.st.release()
+		nr.Release()
 		return nil, &Error{Op: "readmit", Rank: c.rank, Peer: -1, Err: err}
 	}
 	n.shared.rdv = nr
@@ -501,21 +330,8 @@ func (c *Comm) Readmit(ctx context.Context) (*Comm, error) {
 	return n, nil
 }
 
-// shrinkSlot reads the job rank registered under a Shrink slot key.
-func shrinkSlot(ctx context.Context, st store.Store, key string) (int, error) {
-	v, err := st.Get(ctx, key)
-	if err != nil {
-		return 0, err
-	}
-	jr, err := strconv.Atoi(string(v))
-	if err != nil {
-		return 0, fmt.Errorf("%w: bad shrink slot %q", ErrProtocol, v)
-	}
-	return jr, nil
-}
-
 // elastic returns c's rendezvous, or why c cannot shrink or readmit.
-func (c *Comm) elastic(op string) (*rendezvous, error) {
+func (c *Comm) elastic(op string) (*rendezvous.Rendezvous, error) {
 	r := c.shared.rdv
 	switch {
 	case c.id != 0:

@@ -3,23 +3,20 @@ package goccl
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/launch"
+	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
@@ -210,7 +207,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 
 	var ep transport.Endpoint
-	var rdv *rendezvous
+	var rdv *rendezvous.Rendezvous
 	perHost := 1 // ranks a host, in blocks (topology.go)
 	switch kind {
 	case "mem":
@@ -228,11 +225,17 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if jobID == "" {
 			jobID = addr
 		}
+		cfg := rendezvous.Config{
+			JobID: jobID, JobRank: env.Rank, JobSize: env.Size,
+			Secret: secret, Streams: streams, Ifname: o.ifname, TLS: tlsCfg, Handshake: o.handshake,
+			Lazy: o.connect == "lazy", Spin: spin,
+			Log: log, WrapConn: testWrapConn, HostID: testHostID, IBConfig: testIBConfig,
+		}
 		rejoin := o.rejoin || o.getenv("GOCCL_REJOIN") == "1"
 		if kind == "ib" && !rejoin {
 			// Refused here, before the store hears of this rank: a build
 			// without verbs, or a host without an active port.
-			if err := ibUsable(env.Rank); err != nil {
+			if err := ibUsable(&cfg); err != nil {
 				return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
 			}
 		}
@@ -248,22 +251,14 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if err != nil {
 			return nil, fmt.Errorf("goccl: init rank %d: rendezvous store at %s: %w", env.Rank, addr, err)
 		}
-		rdv = &rendezvous{
-			st: &storeRef{st: client}, jobID: jobID, jobRank: env.Rank, jobSize: env.Size,
-			secret: secret, streams: streams, ifname: o.ifname, tls: tlsCfg, handshake: o.handshake,
-			lazy: o.connect == "lazy", spin: spin,
-		}
-		rdv.st.refs.Store(1)
-		rdv.token = []byte(strconv.Itoa(os.Getpid()) + "-" + rand.Text())
+		rdv = rendezvous.New(client, cfg)
 		if rejoin {
 			// Join the next generation of the world, which the survivors
 			// form with Readmit.
-			g, err := client.Add(ctx, rdv.key("gen"), 0)
-			if err != nil {
+			if err := rdv.Rejoin(ctx); err != nil {
 				client.Close()
 				return nil, fmt.Errorf("goccl: init rank %d (rejoin): %w", env.Rank, err)
 			}
-			rdv.gen = int(g) + 1
 		}
 		if rejoin && kind != "tcp" {
 			// Readmit's survivors connect the next generation over TCP
@@ -271,7 +266,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			debugLog(log, slog.LevelInfo, "goccl rejoin: transport tcp, as the survivors' Readmit")
 			kind = "tcp"
 		}
-		ep, perHost, err = rdv.connectVia(ctx, kind, env.Rank, env.Size, log)
+		ep, perHost, err = rdv.Connect(ctx, kind, env.Rank, env.Size)
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("goccl: init rank %d: %w", env.Rank, err)
@@ -283,7 +278,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if err != nil {
 		ep.Close()
 		if rdv != nil {
-			rdv.st.st.Close()
+			rdv.Release()
 		}
 		return nil, err
 	}
@@ -321,33 +316,19 @@ func (c *Comm) settle(ctx context.Context) error {
 	// it is the exchange of every rank's address (links.go), after which
 	// no link made on demand needs the store.
 	barrier := c.Barrier
-	if r := c.shared.rdv; r != nil && r.book != nil {
+	if r := c.shared.rdv; r != nil && r.Book() != nil {
 		barrier = c.shareAddrs
 	}
 	if err := barrier(commslog.Internal(bctx)); err != nil {
 		c.Close()
 		return err
 	}
-	if r := c.shared.rdv; r != nil && r.shrink == 0 {
-		// Say this process is alive for as long as its store connection
-		// lives (Shrink reads it).
-		if e, ok := r.st.st.(interface {
-			SetEphemeral(ctx context.Context, key string, value []byte) error
-		}); ok {
-			if err := e.SetEphemeral(bctx, r.aliveKey(r.jobRank), r.token); err != nil {
-				c.Close()
-				return fmt.Errorf("registering as alive: %w", err)
-			}
-		}
-	}
-	if r := c.shared.rdv; r != nil && r.gen > 0 && r.shrink == 0 {
-		prev := []byte(strconv.Itoa(r.gen - 1))
-		if r.gen == 1 {
-			prev = nil
-		}
-		if _, err := r.st.st.CompareSet(bctx, r.key("gen"), prev, []byte(strconv.Itoa(r.gen))); err != nil {
+	if r := c.shared.rdv; r != nil {
+		// Alive for as long as this process's store connection lives
+		// (Shrink reads it); a new generation of the world recorded.
+		if err := r.Settled(bctx); err != nil {
 			c.Close()
-			return fmt.Errorf("recording generation %d: %w", r.gen, err)
+			return err
 		}
 	}
 	return nil
@@ -374,302 +355,6 @@ func (c *Comm) TransportFor(peer int) string {
 // testHostID, set by tests, replaces the host identity of job rank r: it
 // puts the ranks of one process on pretend hosts.
 var testHostID func(rank int) string
-
-// connectVia connects this process as rank of size ranks in r's epoch
-// over the transports that kind names ("" is "auto"; see WithTransport),
-// under one route.Endpoint that names each peer's.
-func (r *rendezvous) connectVia(ctx context.Context, kind string, rank, size int, log *slog.Logger) (ep transport.Endpoint, perHost int, err error) {
-	if kind == "tcp" {
-		ep, err := r.connect(ctx, rank, size)
-		if err != nil {
-			return nil, 0, err
-		}
-		ep, err = routed(rank, size, route.Route{Name: "tcp", Endpoint: ep})
-		return ep, 1, err
-	}
-	if kind == "ib" {
-		ep, err := r.connectIB(ctx, rank, size)
-		if err != nil {
-			return nil, 0, err
-		}
-		ep, err = routed(rank, size, route.Route{Name: "ib", Endpoint: ep})
-		return ep, 1, err
-	}
-	id, idErr := hostIdentity()
-	if testHostID != nil {
-		id, idErr = testHostID(r.jobRank), nil
-	}
-	if idErr != nil {
-		if kind == "shm" {
-			return nil, 0, fmt.Errorf("transport shm: %w", idErr)
-		}
-		// Alone on a host of its own: no shared memory, TCP to everyone.
-		debugLog(log, slog.LevelInfo, "goccl host: no shared memory", "reason", idErr)
-		id = "unshared " + strconv.Itoa(r.jobRank) + " " + rand.Text()
-	}
-	kv := store.WithPrefix(r.st.st, r.key(r.epoch()))
-	ibOffered := false
-	if kind != "shm" {
-		// Before hostGroup, whose end every rank's offer precedes.
-		offered, err := ibOffer(ctx, kv, r.jobRank, log)
-		if err != nil {
-			return nil, 0, fmt.Errorf("offering InfiniBand: %w", err)
-		}
-		ibOffered = offered
-	}
-	room := func(n int) error {
-		err := shmRoom(n)
-		if err != nil {
-			debugLog(log, slog.LevelWarn, "goccl host: no room for shared memory, this host's ranks use TCP", "ranks", n, "reason", err)
-		}
-		return err
-	}
-	h, err := hostGroup(ctx, kv, rank, size, id, room)
-	if err != nil {
-		return nil, 0, fmt.Errorf("finding the ranks on this host: %w", err)
-	}
-	local, nonce := h.local, h.nonce
-	// The cost model's view of the hosts (topology.go), before local
-	// shrinks to this rank when there is no room for shared memory: the
-	// ranks still share the host.
-	if perHost, err = agreeHostBlocks(ctx, kv, local, size); err != nil {
-		return nil, 0, fmt.Errorf("agreeing on the hosts' blocks of ranks: %w", err)
-	}
-	debugLog(log, slog.LevelInfo, "goccl host", "id", id, "local_ranks", formatRanks(local, 64), "shm", nonce != "")
-	switch {
-	case kind == "shm" && len(local) < size:
-		return nil, 0, fmt.Errorf("transport shm: ranks %s are not on this host (%s)", formatRanks(others(local, size), 16), id)
-	case kind == "shm" && nonce == "":
-		return nil, 0, fmt.Errorf("transport shm: no room in shared memory for the rings of this host's %d ranks (rank %d measured it; GOCCL_DEBUG=warn there says more)", len(local), h.first)
-	case nonce == "":
-		local = []int{rank} // TCP to everyone
-	}
-	// Between hosts InfiniBand when every rank has it, else TCP.
-	useIB := false
-	if len(local) < size {
-		if useIB, err = ibAgreed(ctx, kv, ibOffered, size); err != nil {
-			return nil, 0, fmt.Errorf("agreeing on InfiniBand: %w", err)
-		}
-		debugLog(log, slog.LevelInfo, "goccl between hosts", "ib", useIB, "ib_here", ibOffered)
-	}
-	// Routes in order of preference: a peer goes by the first that
-	// reaches it.
-	var routes []route.Route
-	if len(local) > 1 || len(local) == size {
-		shmEp, err := connectShm(ctx, shmConfig{
-			rank: slices.Index(local, rank), size: len(local),
-			job: segmentJob(r.jobID + "." + r.epoch()), nonce: nonce, spin: r.spin,
-		})
-		if err != nil {
-			// shm numbers the ranks of this host from 0.
-			if pe := (*transport.PeerError)(nil); errors.As(err, &pe) && pe.Peer >= 0 && pe.Peer < len(local) {
-				return nil, 0, fmt.Errorf("shared memory with rank %d: %w", local[pe.Peer], err)
-			}
-			return nil, 0, fmt.Errorf("shared memory: %w", err)
-		}
-		routes = append(routes, route.Route{Name: "shm", Endpoint: shmEp, Ranks: local})
-	}
-	if len(local) < size {
-		// Every pair: transport/tcp and transport/ib make a full mesh, so
-		// the ranks of this host are linked that way too (those links
-		// stay idle).
-		name, connect := "tcp", r.connect
-		if useIB {
-			name, connect = "ib", r.connectIB
-		}
-		ep, err := connect(ctx, rank, size)
-		if err != nil {
-			for _, rt := range routes {
-				rt.Endpoint.Close()
-			}
-			return nil, 0, err
-		}
-		routes = append(routes, route.Route{Name: name, Endpoint: ep})
-	}
-	ep, err = routed(rank, size, routes...)
-	return ep, perHost, err
-}
-
-// routed is route.New that closes the routes when it fails.
-func routed(rank, size int, routes ...route.Route) (transport.Endpoint, error) {
-	ep, err := route.New(rank, size, routes...)
-	if err != nil {
-		for _, rt := range routes {
-			rt.Endpoint.Close()
-		}
-		return nil, err
-	}
-	return ep, nil
-}
-
-// hostGroup finds the ranks that share this rank's host identity id, and
-// the nonce that names their shared-memory segments, through st (the
-// epoch's keys). Each host's ranks count themselves under a key of their
-// own, named after a hash of id:
-//
-//	host/<h>/n        arrivals at host h (Add)
-//	host/<h>/<i>      the rank that arrived i-th (from 0)
-//	hosts/arrived     arrivals over the job; the last sets hosts/all
-//	host/<h>/list     the nonce and host h's ranks, set by its first
-//	                  arrival once every rank has arrived
-//
-// A rank makes four store round trips (Add, Set, Add, Get of its host's
-// list); the job's last arrival one more; each host's first arrival L+1
-// more (it reads hosts/all, the count and the other L-1 slots, and sets
-// the list, but reads no list: L+5 in all). Over a job of N ranks
-// on H hosts that is 4N + 1 + (N+H) = 5N+H+1 requests whatever the
-// layout; no rank reads a key of another host, and only the H first
-// arrivals wait on hosts/all.
-//
-// The first arrival also asks room whether its host can hold the rings of
-// its ranks; if not, the list's nonce is "-" and hostGroup returns no
-// nonce to any rank of that host.
-func hostGroup(ctx context.Context, st store.Store, rank, size int, id string, room func(ranks int) error) (hostInfo, error) {
-	h, err := hostList(ctx, st, rank, size, id, room)
-	if err != nil {
-		return hostInfo{}, err
-	}
-	fields := strings.Fields(string(h))
-	if len(fields) < 2 {
-		return hostInfo{}, fmt.Errorf("%w: host list %q", ErrProtocol, h)
-	}
-	info := hostInfo{local: make([]int, 0, len(fields)-1), nonce: fields[0]}
-	if info.nonce == "-" {
-		info.nonce = ""
-	}
-	for _, f := range fields[1:] {
-		r, err := strconv.Atoi(f)
-		if err != nil || r < 0 || r >= size {
-			return hostInfo{}, fmt.Errorf("%w: host list %q", ErrProtocol, h)
-		}
-		info.local = append(info.local, r)
-	}
-	info.first = info.local[0]
-	slices.Sort(info.local)
-	if len(slices.Compact(slices.Clone(info.local))) != len(info.local) || !slices.Contains(info.local, rank) {
-		return hostInfo{}, fmt.Errorf("%w: host list %q for rank %d", ErrProtocol, h, rank)
-	}
-	return info, nil
-}
-
-// hostInfo is what hostGroup learns.
-type hostInfo struct {
-	local []int  // the job ranks on this host, in order
-	nonce string // names the host's segments; "": no room for them
-	first int    // the host's first arrival, which made the list
-}
-
-// hostList returns the list of hostGroup's doc: a nonce (or "-") and the
-// host's ranks, the first arrival first.
-func hostList(ctx context.Context, st store.Store, rank, size int, id string, room func(ranks int) error) ([]byte, error) {
-	sum := sha256.Sum256([]byte(id))
-	hk := "host/" + hex.EncodeToString(sum[:12])
-	i, err := st.Add(ctx, hk+"/n", 1)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.Set(ctx, hk+"/"+strconv.FormatInt(i-1, 10), []byte(strconv.Itoa(rank))); err != nil {
-		return nil, err
-	}
-	arrived, err := st.Add(ctx, "hosts/arrived", 1)
-	if err != nil {
-		return nil, err
-	}
-	if arrived == int64(size) {
-		if err := st.Set(ctx, "hosts/all", []byte("1")); err != nil {
-			return nil, err
-		}
-	}
-	if i > 1 {
-		return st.Get(ctx, hk+"/list")
-	}
-	// This host's first arrival lists its ranks once all have come.
-	if _, err := st.Get(ctx, "hosts/all"); err != nil {
-		return nil, err
-	}
-	n, err := getInt(ctx, st, hk+"/n")
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	if n > 1 && room != nil && room(int(n)) != nil {
-		b.WriteString("-")
-	} else {
-		b.WriteString(rand.Text())
-	}
-	for j := range n {
-		v := []byte(strconv.Itoa(rank))
-		if j > 0 {
-			if v, err = st.Get(ctx, hk+"/"+strconv.FormatInt(j, 10)); err != nil {
-				return nil, err
-			}
-		}
-		b.WriteByte(' ')
-		b.Write(v)
-	}
-	list := []byte(b.String())
-	if err := st.Set(ctx, hk+"/list", list); err != nil {
-		return nil, err
-	}
-	return list, nil
-}
-
-func getInt(ctx context.Context, st store.Store, key string) (int64, error) {
-	v, err := st.Get(ctx, key)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: %s is %q", ErrProtocol, key, v)
-	}
-	return n, nil
-}
-
-// segmentJob makes a job id fit a shared-memory segment's file name:
-// letters, digits, '.', '_' and '-' only, at most 64 bytes (a longer one
-// keeps its start and a hash of the whole).
-func segmentJob(job string) string {
-	b := []byte(job)
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		sum := sha256.Sum256([]byte(job))
-		b = append(b[:47], '~')
-		b = hex.AppendEncode(b, sum[:8])
-	}
-	return string(b)
-}
-
-// others lists the ranks of [0, size) not in sorted.
-func others(sorted []int, size int) []int {
-	var out []int
-	for r := range size {
-		if _, found := slices.BinarySearch(sorted, r); !found {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// formatRanks writes ranks as "[0 1 2]", the first n of them only
-// ("[0 1 ... (10 in all)]").
-func formatRanks(ranks []int, n int) string {
-	if len(ranks) <= n {
-		return fmt.Sprint(ranks)
-	}
-	return strings.TrimSuffix(fmt.Sprint(ranks[:n]), "]") + fmt.Sprintf(" ... (%d in all)]", len(ranks))
-}
-
-// shmConfig is what Init gives transport/shm (Linux only).
-type shmConfig struct {
-	rank, size int
-	job, nonce string
-	spin       time.Duration // 0: shm's default; negative: none
-}
 
 // hostCPUs returns the number of CPUs this host has online, which a
 // launcher's binding of each rank to its share does not narrow (as it

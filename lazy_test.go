@@ -258,9 +258,9 @@ func TestLazyInitStoreRequests(t *testing.T) {
 				t.Errorf("%d ranks: Init made %d store requests, want at most 4N = %d (greet, publish, right neighbour, alive)", n, got, 4*n)
 			}
 			for r, c := range comms {
-				if b := c.shared.rdv.book; b != nil {
+				if b := c.shared.rdv.Book(); b != nil {
 					for q := range n {
-						if b.get(q) == nil {
+						if b.Known(q) == nil {
 							t.Errorf("rank %d: no address for rank %d after Init", r, q)
 						}
 					}

@@ -1,11 +1,7 @@
 package goccl
 
 import (
-	"context"
-	"strconv"
-
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/store"
 )
 
 // The hosts behind the algorithm choice.
@@ -19,49 +15,11 @@ import (
 // 0..L-1 on one host, L..2L-1 on the next, as launchers number them);
 // any other layout is modelled as one rank a host, the host-blind choice.
 //
-// Init learns the layout once: each rank knows its host's ranks from
-// hostGroup, and agreeHostBlocks makes every rank agree on L through the
-// store (all ranks must pick the same algorithm). A group made from the
-// world works out its own blocks from the world's at creation
-// (hostBlocks). The per-call path only reads the result.
-
-// agreeHostBlocks returns L when every host holds an aligned block of L
-// ranks (local is this rank's host's job ranks, sorted), and 1 otherwise.
-// Every rank of the job calls it once, after hostGroup: each adds itself
-// to the counter of the L it sees ("-" for a layout that is not a block),
-// passes a barrier, and reads its counter; L holds when all size ranks
-// counted it, and then every rank reads the same answer. Three store calls
-// a rank and one wait, like hostGroup.
-func agreeHostBlocks(ctx context.Context, st store.Store, local []int, size int) (int, error) {
-	l := len(local)
-	key := "hosts/blocks/-"
-	if l > 0 && local[0]%l == 0 && local[l-1] == local[0]+l-1 {
-		key = "hosts/blocks/" + strconv.Itoa(l)
-	}
-	if _, err := st.Add(ctx, key, 1); err != nil {
-		return 0, err
-	}
-	arrived, err := st.Add(ctx, "hosts/blocked", 1)
-	if err != nil {
-		return 0, err
-	}
-	if arrived == int64(size) {
-		if err := st.Set(ctx, "hosts/blocked/all", []byte("1")); err != nil {
-			return 0, err
-		}
-	}
-	if _, err := st.Get(ctx, "hosts/blocked/all"); err != nil {
-		return 0, err
-	}
-	n, err := st.Add(ctx, key, 0)
-	if err != nil {
-		return 0, err
-	}
-	if n == int64(size) && key != "hosts/blocks/-" {
-		return l, nil
-	}
-	return 1, nil
-}
+// Init learns the layout once: each rank knows its host's ranks, and
+// internal/rendezvous makes every rank agree on L through the store (all
+// ranks must pick the same algorithm). A group made from the world works
+// out its own blocks from the world's at creation (hostBlocks). The
+// per-call path only reads the result.
 
 // hostBlocks returns how many ranks of a group sit on each host when the
 // world has perHost ranks a host in aligned blocks and the group's ranks

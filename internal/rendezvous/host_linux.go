@@ -1,6 +1,6 @@
 //go:build linux
 
-package goccl
+package rendezvous
 
 import (
 	"context"
