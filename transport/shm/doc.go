@@ -26,7 +26,7 @@
 //	      256   | spaceSeq uint32, writerSleep uint32 (writer parks)     |
 //	      320   | writerGone uint32: the writer closed (goodbye)         |
 //	      384   | readerGone uint32: the reader closed                   |
-//	      448   | cmaDone uint64, cmaStatus uint32       (reader writes) |
+//	      448   | cmaState uint64: descriptor << 3 | state   (both CAS) |
 //	     4096   +--------------------------------------------------------+
 //	            | slot 0: kind u32 | chunk u32 | tag u64 | total u64 | - |
 //	            |         payload: SlotSize-32 bytes                     |
@@ -58,20 +58,60 @@
 // the sender's buffer; the receiver's drainer copies the message with
 // process_vm_readv (Linux cross-memory attach) straight from the sender's
 // memory into the posted receive (or into a pooled buffer when none is
-// posted yet), then stores cmaStatus and increments cmaDone, waking the
+// posted yet), then ends the descriptor in cmaState (below), waking the
 // sender, whose send completes only then. Isend writes that slot itself
 // when nothing is queued before the message, so that the receiver can
-// pull at once; the sender goroutine only waits for cmaDone (left to it,
+// pull at once; the sender goroutine only waits for cmaState (left to it,
 // the slot waited until the caller let go of the processor, a long wait
 // for a rank bound to one core). The first such message from a
 // peer is preceded by a one-byte probe read: where the kernel refuses
 // (EPERM under a strict ptrace scope or in some containers), the receiver
-// answers cmaStatus=refused, and the sender sends that message and every
+// ends the descriptor refused, and the sender sends that message and every
 // later one to that receiver by copy through the ring.
 // Endpoint.LargePath(peer) says which path the next large message to a
 // peer takes ("cma" or "copy") and Endpoint.Stats counts the messages
 // that went each way (CMASends, CMARecvs, CopySends, CMARefused): to tell
 // which path ran, read them after a transfer.
+//
+// # Revoking a descriptor
+//
+// A published descriptor lends the reader the sender's buffer, and a
+// sender must never wait on a reader that does not run (a stopped
+// process keeps its mappings and its pid: nothing tells the sender it is
+// gone). So each descriptor has a state, in the ring's cmaState word:
+// its number k (the writer's count of descriptors, which the reader
+// counts too, in ring order) shifted left 3, or'ed with
+//
+//	published (1)  stored by the writer, before the head that shows the slot
+//	pulling   (2)  reader: CAS from published, before it reads a byte
+//	pulled    (3)  reader: CAS from pulling, after process_vm_readv
+//	refused   (4)  reader: CAS from pulling, the kernel refused the probe
+//	revoked   (5)  writer: CAS from published or pulling, when it gives up
+//
+// The invariant: the reader uses bytes of the writer's buffer only if it
+// moved k from pulling to pulled itself, and the writer hands the buffer
+// back to its caller only once k is pulled, refused or revoked by it.
+// Each side learns from its CAS whether it won. A writer gives up only
+// when it cannot wait any longer: its endpoint closes (goccl closes it
+// on abort, after a timeout) or its link to the reader failed; then it
+// revokes instead of waiting (cmaRevoke), and returns at once whether it
+// wins or the reader had already ended the pull, so neither a send nor
+// Close waits on a stopped reader. The writer wins over a pull in
+// progress too: waiting for it would be unbounded if the reader was
+// stopped between its two CASes, and a stopped process has always
+// finished its process_vm_readv (a stop takes effect on the way back to
+// user space), so the reader reads at most the bytes of a buffer the
+// writer's caller may be reusing, and drops them when its final CAS
+// fails. A reader that finds k revoked, at its claim or at its end,
+// leaves the posted receive alone or fails it, and stops reading the
+// ring with errRevoked: receives from that peer fail with ErrPeerClosed
+// as after a goodbye (the writer is closing; no loss is reported). A
+// word that is neither published(k) at the claim nor revoked(k) is a
+// protocol error. The common path costs one atomic store at the writer
+// and two CASes at the reader (which stored twice before) per large
+// message; small messages do not touch the word. TestRevokeBeforePull,
+// TestPullBeforeRevoke, TestRevokeDuringPull and TestRevokeRace drive
+// both sides of one ring directly.
 //
 // Since each large message costs a hand-off and a pull that pins its
 // pages, the Endpoint asks the pipelined algorithms for segments of

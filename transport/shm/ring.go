@@ -19,7 +19,7 @@ import (
 // Segment layout: a header page of 64-byte lines, then the slots. See doc.go.
 const (
 	magic   = 0x676f63636c73686d // "gocclshm"
-	version = 1
+	version = 2                  // 2: a descriptor's state word (cmaState), revocable by its writer
 
 	hdrSize = 4096 // the slots start on the second page
 
@@ -39,8 +39,7 @@ const (
 	offWriterSleep = 4*64 + 4
 	offWriterGone  = 5 * 64 // uint32: the writer closed on purpose (goodbye)
 	offReaderGone  = 6 * 64 // uint32: the reader closed on purpose
-	offCMADone     = 7 * 64 // uint64: cma descriptors handled, written by the reader
-	offCMAStatus   = 7*64 + 8
+	offCMAState    = 7 * 64 // uint64: the last descriptor's number<<3 | its state; both sides CAS it
 
 	slotHdrSize = 32
 
@@ -50,8 +49,17 @@ const (
 
 	cmaDescSize = 8 // a kindCMA slot's payload: the sender's buffer address
 
-	cmaOK      = 0 // offCMAStatus: the reader copied the message
-	cmaRefused = 1 // the kernel refused the reader: the message follows through the ring
+	// The states of a descriptor in cmaState (doc.go, "Revoking a
+	// descriptor"). The writer stores published; the reader moves it to
+	// pulling with a CAS before it reads the writer's memory, and then
+	// to pulled or refused with a CAS; the writer moves published or
+	// pulling to revoked with a CAS when it gives up on the message.
+	cmaPublished = 1
+	cmaPulling   = 2
+	cmaPulled    = 3 // the reader copied the message (or failed to: a protocol error)
+	cmaRefused   = 4 // the kernel refused the reader: the message follows through the ring
+	cmaRevoked   = 5 // the writer took its buffer back: the reader must not use what it read
+	cmaStateBits = 3
 )
 
 // slotHdr is the parsed header of a slot.
@@ -132,8 +140,7 @@ type ring struct {
 	dataSeq, readerSleep   *atomic.Uint32
 	spaceSeq, writerSleep  *atomic.Uint32
 	writerGone, readerGone *atomic.Uint32
-	cmaDone                *atomic.Uint64
-	cmaStatus              *atomic.Uint32
+	cmaState               *atomic.Uint64
 	writerPid              int
 	cmaSeq                 uint64 // descriptors written (writer) or handled (reader)
 
@@ -159,10 +166,65 @@ func newRing(mem []byte) *ring {
 	r.dataSeq, r.readerSleep = u32(mem, offDataSeq), u32(mem, offReaderSleep)
 	r.spaceSeq, r.writerSleep = u32(mem, offSpaceSeq), u32(mem, offWriterSleep)
 	r.writerGone, r.readerGone = u32(mem, offWriterGone), u32(mem, offReaderGone)
-	r.cmaDone, r.cmaStatus = u64(mem, offCMADone), u32(mem, offCMAStatus)
+	r.cmaState = u64(mem, offCMAState)
 	r.writerPid = int(int32(binary.LittleEndian.Uint32(mem[offWriterPid:])))
 	return r
 }
+
+// cmaWord is the value of cmaState for descriptor k in state st.
+func cmaWord(k uint64, st uint64) uint64 { return k<<cmaStateBits | st }
+
+// cmaClaim is the reader's first step on descriptor k: it moves it from
+// published to pulling, after which it may read the writer's memory. It
+// returns nil, errRevoked if the writer took it back first, or a protocol
+// error if the word holds anything else.
+func cmaClaim(w *atomic.Uint64, k uint64) error {
+	if w.CompareAndSwap(cmaWord(k, cmaPublished), cmaWord(k, cmaPulling)) {
+		return nil
+	}
+	if v := w.Load(); v != cmaWord(k, cmaRevoked) {
+		return fmt.Errorf("%w: cma descriptor %d in state %d of descriptor %d", transport.ErrProtocol, k, v&(1<<cmaStateBits-1), v>>cmaStateBits)
+	}
+	return errRevoked
+}
+
+// cmaFinish is the reader's last step on descriptor k, which it claimed:
+// it moves it from pulling to st (cmaPulled or cmaRefused) and reports
+// whether it did. False: the writer revoked it meanwhile, and what the
+// reader copied may not be what was sent; it must be dropped.
+func cmaFinish(w *atomic.Uint64, k uint64, st uint64) bool {
+	return w.CompareAndSwap(cmaWord(k, cmaPulling), cmaWord(k, st))
+}
+
+// cmaRevoke is the writer giving up on descriptor k: it moves it from
+// published or pulling to revoked, and returns cmaRevoked if it did (no
+// byte the reader copies counts from then on, and the buffer is the
+// caller's again), else the state the reader ended it in (cmaPulled or
+// cmaRefused: the reader won).
+func cmaRevoke(w *atomic.Uint64, k uint64) uint64 {
+	for {
+		v := w.Load()
+		if v != cmaWord(k, cmaPublished) && v != cmaWord(k, cmaPulling) {
+			return v & (1<<cmaStateBits - 1)
+		}
+		if w.CompareAndSwap(v, cmaWord(k, cmaRevoked)) {
+			return cmaRevoked
+		}
+	}
+}
+
+// cmaEnded reports whether the reader has ended descriptor k (pulled or
+// refused).
+func cmaEnded(w *atomic.Uint64, k uint64) bool {
+	v := w.Load()
+	return v == cmaWord(k, cmaPulled) || v == cmaWord(k, cmaRefused)
+}
+
+// errRevoked: the writer of a ring revoked the descriptor the reader was
+// about to pull, or was pulling. A writer revokes only when it can no
+// longer wait (it closes, or its link failed), so for the reader this is
+// the peer leaving, in the middle of a message.
+var errRevoked = errors.New("closed while its message was being pulled (the descriptor was revoked)")
 
 // slot returns the bytes of slot number i (counted from 0 since the start).
 func (r *ring) slot(i uint64) []byte {

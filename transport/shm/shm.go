@@ -739,30 +739,38 @@ func (p *peer) publishCMA(tag transport.Tag, b []byte) uint64 {
 	binary.LittleEndian.PutUint64(s[slotHdrSize:], uint64(uintptr(unsafe.Pointer(&b[0]))))
 	r.pos++
 	r.cmaSeq++
+	// The state word before head: the reader claims the descriptor only
+	// after it has seen the slot, so it always finds the word published.
+	r.cmaState.Store(cmaWord(r.cmaSeq, cmaPublished))
 	r.publish()
 	return r.cmaSeq
 }
 
 // awaitPull waits until the reader has pulled b, published as the
-// want-th descriptor, or said it cannot (refused: send it by copy).
+// want-th descriptor, or said it cannot (refused: send it by copy). It
+// never waits for a reader that is gone, or once the endpoint closes: it
+// revokes the descriptor then (cmaRevoke), and if the revoke wins, the
+// reader will not use what it may still copy, so b is the caller's again
+// at once, however long the reader stays stopped. If the reader ended
+// the pull first, that is the outcome.
 func (p *peer) awaitPull(b []byte, want uint64) (refused bool, err error) {
 	r := p.out
-	// The peer must not pull b once the send is over: wait for its word
-	// unless it is gone. On Close, wait a bounded time for a live reader.
-	done := func() bool { return r.cmaDone.Load() >= want }
-	gone := func() bool { return r.readerGone.Load() != 0 || p.dead.Load() || p.lost.Load() }
-	ready := func() bool { return done() || gone() || p.e.closing.Load() }
+	done := func() bool { return cmaEnded(r.cmaState, want) }
+	ready := func() bool {
+		return done() || r.readerGone.Load() != 0 || p.dead.Load() || p.lost.Load() || p.e.closing.Load()
+	}
 	if !spinFor(p.e.cfg.Spin, ready) {
 		park(r.spaceSeq, r.writerSleep, ready)
 	}
-	for i := 0; i < 1000 && !done() && !gone(); i++ {
-		time.Sleep(time.Millisecond) // closing: the reader finishes its copy
-	}
+	st := cmaRevoke(r.cmaState, want) // the pull's state if it ended first
 	runtime.KeepAlive(b)
-	if !done() {
-		return false, p.linkErr()
-	}
-	if r.cmaStatus.Load() == cmaRefused {
+	switch st {
+	case cmaRevoked:
+		if err := p.linkErr(); err != nil {
+			return false, err
+		}
+		return false, transport.ErrClosed
+	case cmaRefused:
 		p.cmaOff.Store(true)
 		return true, nil
 	}
@@ -853,31 +861,48 @@ func (p *peer) drain() {
 // unexpected queue, then tells the sender it may reuse its buffer. The
 // first time, a one-byte probe finds out whether the kernel lets this
 // rank read the peer; if not the sender is told to send by copy, and the
-// message comes next through the ring.
+// message comes next through the ring. The descriptor is claimed
+// (cmaClaim) before the peer's memory is read and ended (cmaFinish)
+// after: a descriptor the sender revoked is not read, and what was read
+// of one it revoked meanwhile is dropped; either way the drain ends with
+// errRevoked.
 func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
+	r := p.in
+	r.cmaSeq++
+	k := r.cmaSeq
+	if err := cmaClaim(r.cmaState, k); err != nil {
+		return err
+	}
 	if !p.cmaChecked {
 		if err := p.readv(p.probe[:], addr); err != nil {
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSYS) {
+				if !p.cmaDone(k, cmaRefused) {
+					return errRevoked
+				}
 				p.e.cmaRefused.Add(1)
-				p.cmaDone(cmaRefused)
 				return nil
 			}
-			p.cmaDone(cmaOK)
+			if !p.cmaDone(k, cmaPulled) {
+				return errRevoked
+			}
 			return p.cmaErr(err)
 		}
 		p.cmaChecked = true
 	}
 	if pr := p.e.m.Claim(p.rank, tag); pr != nil {
 		buf := pr.Buf()
-		k := min(len(buf), n)
-		err := p.readv(buf[:k], addr)
-		p.cmaDone(cmaOK)
+		m := min(len(buf), n)
+		err := p.readv(buf[:m], addr)
+		if !p.cmaDone(k, cmaPulled) {
+			pr.Complete(p.failRecv(errRevoked))
+			return errRevoked
+		}
 		switch {
 		case err != nil:
 			err = p.cmaErr(err)
 			pr.Complete(p.failRecv(err))
 			return err
-		case k != n:
+		case m != n:
 			pr.Complete(transport.LengthError(p.rank, len(buf), n))
 		default:
 			p.e.cmaPulled.Add(1)
@@ -887,8 +912,12 @@ func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
 	}
 	buf := scratch.Get(n)
 	err := p.readv(buf, addr)
-	p.cmaDone(cmaOK)
+	if !p.cmaDone(k, cmaPulled) {
+		scratch.Put(buf)
+		return errRevoked
+	}
 	if err != nil {
+		scratch.Put(buf)
 		return p.cmaErr(err)
 	}
 	p.e.cmaPulled.Add(1)
@@ -920,15 +949,15 @@ func (p *peer) readv(b []byte, addr uintptr) error {
 	return nil
 }
 
-// cmaDone tells the sender its descriptor is handled.
-func (p *peer) cmaDone(status uint32) {
+// cmaDone ends descriptor k, which this reader claimed, in state st and
+// wakes the sender; false: the sender revoked it meanwhile.
+func (p *peer) cmaDone(k, st uint64) bool {
 	r := p.in
-	r.cmaSeq++
-	r.cmaStatus.Store(status)
-	r.cmaDone.Store(r.cmaSeq)
-	if r.writerSleep.Load() != 0 {
+	ok := cmaFinish(r.cmaState, k, st)
+	if ok && r.writerSleep.Load() != 0 {
 		kick(r.spaceSeq)
 	}
+	return ok
 }
 
 // cmaErr classifies a failed process_vm_readv: the peer is gone, or it
@@ -1030,8 +1059,11 @@ func (p *peer) failRecv(err error) error {
 }
 
 func (p *peer) recvErr(err error) error {
-	if err == errLeft {
+	switch err {
+	case errLeft:
 		err = transport.ErrPeerClosed
+	case errRevoked:
+		err = fmt.Errorf("%w: %w", transport.ErrPeerClosed, errRevoked)
 	}
 	return &transport.PeerError{Op: "recv", Peer: p.rank, Err: err}
 }
@@ -1042,7 +1074,8 @@ func (p *peer) end(err error) {
 	if p.e.closing.Load() {
 		return // Close aborts the matcher
 	}
-	if err == errLeft {
+	left := err == errLeft || err == errRevoked // a revoke comes only from a sender that gives up
+	if left {
 		p.left.Store(true)
 	}
 	if errors.Is(err, transport.ErrProtocol) {
@@ -1055,7 +1088,7 @@ func (p *peer) end(err error) {
 	p.e.wakeBoards()     // their Lost says so now
 	pe := p.recvErr(err).(*transport.PeerError)
 	p.e.m.FailPeer(p.rank, pe)
-	if f := p.e.onLoss.Load(); f != nil && err != errLeft {
+	if f := p.e.onLoss.Load(); f != nil && !left {
 		(*f)(pe)
 	}
 }

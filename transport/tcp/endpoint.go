@@ -310,10 +310,16 @@ const goodbyeTag = ^transport.Tag(0)
 
 // goodbye tells the peer this endpoint is closing on purpose. Queued sends
 // are dropped (they fail with ErrClosed); a frame being written is let
-// finish, for up to 200 ms, so the goodbye lands on a frame boundary. It
+// finish, for up to 200 ms, so the goodbye lands on a frame boundary,
+// but not while the peer reads none of it: when the bytes unsent in the
+// socket have not moved for goodbyeStall, the peer is not running (a
+// stopped process keeps its socket open; issue 34) and the goodbye is
+// given up, so that Close does not add 200 ms to a stalled call. It
 // takes the connection for good.
 func (p *peer) goodbye() {
-	deadline := time.Now().Add(200 * time.Millisecond)
+	start := time.Now()
+	deadline := start.Add(200 * time.Millisecond)
+	unsent, moved := -1, start
 	for {
 		p.mu.Lock()
 		if p.err != nil {
@@ -333,8 +339,14 @@ func (p *peer) goodbye() {
 		if free {
 			break
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return
+		}
+		if q := p.unsent(); q != unsent || q <= 0 {
+			unsent, moved = q, now
+		} else if now.Sub(moved) > goodbyeStall {
+			return // the peer reads nothing
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -343,6 +355,24 @@ func (p *peer) goodbye() {
 	c := p.conns[0]
 	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	c.Write(hdr[:])
+}
+
+// goodbyeStall is how long goodbye waits for a frame in progress while
+// the peer reads none of it. A peer that runs empties a loopback socket
+// in well under a millisecond once it is scheduled; 50 ms leaves room
+// for one that waits for a core on a loaded host.
+const goodbyeStall = 50 * time.Millisecond
+
+// unsent returns the bytes written to the first connection that the
+// peer has not acknowledged yet, or -1 where that cannot be known (a
+// wrapped connection, or not Linux).
+func (p *peer) unsent() int {
+	if p.raw == nil {
+		return -1
+	}
+	n := -1
+	p.raw.Control(func(fd uintptr) { n = unsentBytes(int(fd)) })
+	return n
 }
 
 // shutdown makes later and queued sends fail with err, closes the

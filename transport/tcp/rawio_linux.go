@@ -66,3 +66,13 @@ func readable(fd int, pfd *unix.PollFd, zero *unix.Timespec) bool {
 	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(pfd)), 1, uintptr(unsafe.Pointer(zero)), 0, 0, 0)
 	return e != 0 || n != 0
 }
+
+// unsentBytes returns the bytes in socket fd's send queue (SIOCOUTQ), or
+// -1.
+func unsentBytes(fd int) int {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	if err != nil {
+		return -1
+	}
+	return n
+}
