@@ -104,7 +104,10 @@ func (b *Board) Close() error { return b.tb.Close() }
 // Call is one call of this member on the board, besides its payload.
 // Every field but Started and Hooks is the same on every member for the
 // same call. A caller may keep it on its stack: the board keeps nothing
-// of it once the call returns.
+// of it once the call returns. What its pointers (FP, Started, Hooks)
+// point to escapes to the heap, as a wait may hand it to another
+// goroutine: point them into memory that lives there already (the
+// caller's record of the call), or a call allocates.
 type Call struct {
 	// Seq is the call's sequence number, from 1; its row is Seq mod 2.
 	Seq uint64

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -590,4 +592,58 @@ func TestStampAndHooks(t *testing.T) {
 	}
 	must(t, post(ctx, bs2[1], &Call{Seq: 1, FP: fp(1, 1)}, nil), "member 1")
 	must(t, ch, "member 0")
+}
+
+// An allreduce on the board allocates nothing while the members keep
+// pace (no wait through the transport): the calls below poll without
+// end, so that a member a scheduler slice behind is still found by
+// polling. Counted over both members' calls.
+func TestAllReduceAllocatesNothing(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the members poll each other: needs two processors")
+	}
+	const calls = 2000
+	bs, _ := fakeMembers(t, 2, math.MaxInt)
+	var ready, start, done sync.WaitGroup
+	start.Add(1)
+	errs := make([]error, 2)
+	hs := []*hooks{{}, {}}
+	for m, b := range bs {
+		ready.Add(1)
+		done.Go(func() {
+			ctx := context.Background()
+			buf, scratch := make([]byte, 8), make([]byte, Line)
+			fp := fp(0, 1)
+			var r rows
+			st := new(clock.Stamp) // what a Call points to escapes: one for all the calls
+			ready.Done()
+			start.Wait()
+			for seq := uint64(1); seq <= calls; seq++ {
+				*st = 0
+				c := Call{Seq: seq, Prev: r[seq&1], FP: fp, Check: true, Started: st, Hooks: hs[m]}
+				r[seq&1] = seq
+				if err := b.AllReduce(ctx, &c, buf, scratch, fold); err != nil {
+					errs[m] = err
+					return
+				}
+			}
+		})
+	}
+	ready.Wait()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start.Done()
+	done.Wait()
+	runtime.ReadMemStats(&after)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for m, h := range hs {
+		if w := h.seen(); len(w) > 0 {
+			t.Fatalf("member %d waited through the transport %d times", m, len(w))
+		}
+	}
+	if n := after.Mallocs - before.Mallocs; n > 0 {
+		t.Errorf("%d allocations in %d calls of 2 members", n, calls)
+	}
 }
