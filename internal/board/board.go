@@ -88,8 +88,19 @@ func (b *Board) Init(tb transport.Board, n, me, polls int) error {
 		return fmt.Errorf("board: block not %d-byte aligned", Line)
 	}
 	*b = Board{tb: tb, mem: mem, n: n, me: me, acks: acksOff(n), data: dataOff(n), polls: max(polls, 1),
-		known: make([]atomic.Uint64, 2*n)}
+		known: lines(2 * n)}
 	return nil
+}
+
+// lines returns n words in cache lines of their own. known is written
+// on every call, by this member alone: in a line that held another
+// member's known, or anything another goroutine writes, every write
+// would take the line from that core.
+func lines(n int) []atomic.Uint64 {
+	const words = Line / 8
+	w := make([]atomic.Uint64, (n+words-1)/words*words+words) // one line spare
+	skip := int(-uintptr(unsafe.Pointer(&w[0])) % Line / 8)
+	return w[skip : skip+n : skip+n]
 }
 
 // Members is the number of members; Me is this member.

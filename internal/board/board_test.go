@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/goccl/goccl/internal/clock"
 	"github.com/goccl/goccl/transport"
@@ -18,7 +19,9 @@ import (
 
 // The layout: every slot and ack line on a line of its own, inside the
 // block, none overlapping; an 8-byte payload shares its slot's first line
-// with the sequence number and the fingerprint.
+// with the sequence number and the fingerprint. What a member learns of
+// the acks (known), which it writes on every call, starts a line of its
+// own.
 func TestLayout(t *testing.T) {
 	if slotPayload+16 > Line {
 		t.Errorf("a 16-byte payload ends at %d, past the slot's first line", slotPayload+16)
@@ -36,6 +39,9 @@ func TestLayout(t *testing.T) {
 			for row := range 2 {
 				spans = append(spans, span{b.slotOff(row, m), b.slotOff(row, m) + slotPayload + Max})
 			}
+		}
+		if at := uintptr(unsafe.Pointer(&b.known[0])); at%Line != 0 || len(b.known) != 2*n {
+			t.Errorf("n=%d: known at %#x, %d words: not in lines of its own", n, at, len(b.known))
 		}
 		seen := map[int]bool{}
 		for _, s := range spans {
