@@ -448,3 +448,27 @@ func TestBoardStallTimesOut(t *testing.T) {
 		}
 	}
 }
+
+// With the fingerprint check off, ranks whose counts differ on the board
+// still fail at once with ErrMismatch, naming the other rank and both
+// lengths, as a receive of the wrong length does over messages.
+func TestBoardLengthWithoutCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make([]error, 2)
+	start := time.Now()
+	goccl.RunLocal(ctx, 2, func(ctx context.Context, c *goccl.Comm) error {
+		errs[c.Rank()] = c.AllReduce(ctx, make([]float32, 2+c.Rank()), reduceop.Sum)
+		return nil
+	}, goccl.WithTimeout(20*time.Second), goccl.WithMismatchCheck(false))
+	for r, err := range errs {
+		var ge *goccl.Error
+		want := fmt.Sprintf("expecting %d bytes from peer %d, which sent %d bytes", 8+4*r, 1-r, 8+4*(1-r))
+		if !errors.Is(err, goccl.ErrMismatch) || !errors.As(err, &ge) || ge.Peer != 1-r || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v, want ErrMismatch naming rank %d: %q", r, err, 1-r, want)
+		}
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("took %v: the timeout, not the mismatch, ended it", d)
+	}
+}

@@ -75,7 +75,7 @@ type callHead struct {
 	prev     uint64
 	boardBuf []byte
 	boardOp  reduceop.Op
-	mine     [boardLine]byte // a board allreduce's own contribution (board.allReduce)
+	mine     [boardLine]byte // a board allreduce's own contribution (internal/board's AllReduce)
 	arFn     algo.AllReduceFunc
 	arView   view
 
@@ -117,7 +117,7 @@ func (k *call) exec(ctx context.Context) error {
 	// The clock is read once, before the call is ordered, so that the
 	// flight recorder takes a call made in place as issued and started
 	// in one step. A call on the board made in place reads none here: it
-	// stamps its start once its slot is published (board.post), and its
+	// stamps its start once its slot is published (internal/board), and its
 	// context starts only if something waits on it (callCtx.prepare).
 	// The recorder takes it as started at a time not yet known, and
 	// learns the time when the call waits or ends.
