@@ -12,6 +12,7 @@ import (
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/clock"
+	"github.com/goccl/goccl/internal/flight"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -57,10 +58,9 @@ type callHead struct {
 	// many bytes (devpath.go); 0 for host memory, sent whole.
 	chunk int
 
-	traceID   uint64      // the flight recorder's number for it (trace.go), 0: none
-	traceSlot int         // the index of its slot in the recorder's ring
-	started   clock.Stamp // when it started running on this rank, for the recorder; 0: not yet
-	ctx       callCtx     // what it runs under (exec)
+	trace   flight.Ticket // its place in the flight recorder's ring (trace.go)
+	started clock.Stamp   // when it started running on this rank, for the recorder; 0: not yet
+	ctx     callCtx       // what it runs under (exec)
 
 	// The latency-bound calls have no run, so that they need no closure,
 	// and come from callPool (newPooledCall), where do puts them back
@@ -139,7 +139,7 @@ func (k *call) exec(ctx context.Context) error {
 		// asks it).
 		k.take(false, live)
 	} else if live {
-		rec.start(k, k.started) // an async call, ordered when it was made
+		rec.Start(k.trace, k.started) // an async call, ordered when it was made
 	}
 	if err := c.usable(k.op); err != nil {
 		return err
@@ -176,7 +176,7 @@ func (k *call) exec(ctx context.Context) error {
 			err = c.blameStall(ge)
 		}
 		k.stamp() // a board call that failed before it published: started now
-		rec.end(k, err)
+		rec.End(k.trace, k.started, err)
 		if !errors.Is(err, ErrInvalid) {
 			c.abort(err)
 			// The call's receives may still be posted into the caller's
@@ -212,7 +212,7 @@ func (k *call) exec(ctx context.Context) error {
 func (k *call) waits() {
 	k.stamp()
 	k.ctx.begin()
-	k.c.shared.flight.start(k, k.started)
+	k.c.shared.flight.Start(k.trace, k.started)
 }
 
 // stamp notes that k has started, now, unless it knew already.
@@ -280,7 +280,7 @@ func (k *call) succeeded() {
 	sh := c.shared
 	seq := uint64(k.p.tag) & (tagP2P - 1)
 	sh.calls.Lock()
-	sh.flight.endLocked(k, nil, 0, "")
+	sh.flight.EndLocked(k.trace, k.started, nil, 0, "")
 	from, to := c.finishLocked(seq)
 	sh.calls.Unlock()
 	if k.onBoard && from == seq-1 && to == seq {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/internal/clock"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -175,11 +176,25 @@ func (k *call) take(async, started bool) {
 	}
 	c := k.c
 	sh := c.shared
-	var st traceStamp
-	sh.flight.stamp(&st, k, async, started)
+	// What the flight recorder takes beside the call's own fields, read
+	// before the lock: the callers, and the time an async call is issued
+	// (one made in place that is about to run is recorded as started at
+	// once, at the time exec stamped: none yet for a board call, which
+	// learns it later).
+	var pcs [6]uintptr
+	var now clock.Stamp
+	if sh.flight != nil {
+		sh.flight.Callers(1, &pcs) // take's caller: exec or start
+		switch {
+		case async:
+			now = clock.Now()
+		case started:
+			now = k.started
+		}
+	}
 	sh.calls.Lock()
 	k.prev = c.orderLocked(k)
-	sh.flight.issueLocked(k, &st)
+	k.issueLocked(now, !async && started, &pcs)
 	sh.calls.Unlock()
 	if c.board != nil && !k.onBoard {
 		c.board.announce(uint64(p.tag)&(tagP2P-1), &p.fp)

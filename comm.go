@@ -17,6 +17,7 @@ import (
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/internal/flight"
 	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/internal/wire"
@@ -70,31 +71,34 @@ type Comm struct {
 
 // shared is what the world communicator and every group made from it share.
 type shared struct {
-	ep       transport.Endpoint
-	counts   *transport.CountingEndpoint // ep, counting messages and bytes
-	lost     atomic.Int64                // world rank blamed for the abort, or -1
-	blamed   atomic.Pointer[blamed]      // whom every failed call names (verdict.go)
-	groups   sync.Map                    // group id -> *Comm of this rank (stray.go)
-	strays   transport.StrayReporter     // ep's, or nil
-	flight   *recorder                   // the flight recorder (trace.go), or nil
-	calls    sync.Mutex                  // every group's callTrack and the recorder's ring: one lock to order and record a call (stray.go)
-	notices  notices                     // posted abort-notice receives (blame.go)
-	wg       sync.WaitGroup              // the notice listener
-	aborted  atomic.Pointer[error]
-	closeOne sync.Once
-	closed   chan struct{} // closed once an abort has closed the endpoint
-	pending  atomic.Int32  // link losses being looked into
-	goneMu   sync.Mutex
-	gone     []int          // world ranks whose link broke with no goodbye
-	left     map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
-	doneOne  sync.Once
-	log      *commslog.Logger
-	rdv      *rendezvous.Rendezvous  // how Init met the other ranks, or nil (internal/rendezvous)
-	perHost  int                     // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
-	devs     devices                 // per-device streams and pools of the device data path (devpath.go)
-	boarder  transport.Boarder       // the endpoint's boards (board.go), or nil
-	segments transport.SegmentHinter // the endpoint's segment sizes (segment.go), or nil
-	packed   atomic.Int64            // bytes copied into and out of packed buffers (pack, unpack)
+	ep        transport.Endpoint
+	counts    *transport.CountingEndpoint // ep, counting messages and bytes
+	lost      atomic.Int64                // world rank blamed for the abort, or -1
+	blamed    atomic.Pointer[blamed]      // whom every failed call names (verdict.go)
+	groups    sync.Map                    // group id -> *Comm of this rank (stray.go)
+	strays    transport.StrayReporter     // ep's, or nil
+	flight    *flight.Recorder            // the flight recorder (trace.go), or nil
+	calls     sync.Mutex                  // every group's callTrack and the recorder's ring: one lock to order and record a call (stray.go)
+	notices   notices                     // posted abort-notice receives (blame.go)
+	wg        sync.WaitGroup              // the notice listener
+	aborted   atomic.Pointer[error]
+	closeOne  sync.Once
+	closed    chan struct{} // closed once an abort has closed the endpoint
+	pending   atomic.Int32  // link losses being looked into
+	goneMu    sync.Mutex
+	gone      []int          // world ranks whose link broke with no goodbye
+	left      map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
+	doneOne   sync.Once
+	log       *commslog.Logger
+	rdv       *rendezvous.Rendezvous  // how Init met the other ranks, or nil (internal/rendezvous)
+	perHost   int                     // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
+	devs      devices                 // per-device streams and pools of the device data path (devpath.go)
+	boarder   transport.Boarder       // the endpoint's boards (board.go), or nil
+	segments  transport.SegmentHinter // the endpoint's segment sizes (segment.go), or nil
+	packed    atomic.Int64            // bytes copied into and out of packed buffers (pack, unpack)
+	traceDir  string                  // GOCCL_TRACE_DIR: where the flight recorder dumps (trace.go)
+	traceStop func()                  // ends the recorder's SIGUSR1 handler
+	traceOnce sync.Once
 }
 
 type options struct {
@@ -205,7 +209,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh := &shared{ep: counting, counts: counting, log: commslog.New(cfg, ep.Rank(), ep.Size())}
 	sh.lost.Store(-1)
 	sh.closed = make(chan struct{})
-	sh.flight = newRecorder(o.getenv, &sh.calls)
+	sh.flight, sh.traceDir = newRecorder(o.getenv, &sh.calls), o.getenv("GOCCL_TRACE_DIR")
 	sh.devs.noIPC = ipcDisabled(o.getenv(EnvDeviceIPC))
 	c := &Comm{shared: sh, rank: ep.Rank(), ranks: ranks, opts: o}
 	sh.boarder, _ = ep.(transport.Boarder)
@@ -216,7 +220,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 		return nil, fmt.Errorf("goccl: rank %d: %w", c.rank, err)
 	}
 	sh.groups.Store(uint64(0), c)
-	sh.flight.watchSignal(c)
+	c.watchSignal()
 	if sr, ok := ep.(transport.StrayReporter); ok {
 		sr.OnStray(sh.finished, sh.stray)
 		sh.strays = sr
@@ -277,7 +281,7 @@ func (c *Comm) Close() error {
 	if c.shared.aborted.Load() == nil {
 		c.sayLeaving()
 	}
-	c.shared.flight.close()
+	c.shared.stopTrace()
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
 	c.shared.notices.close()

@@ -31,7 +31,7 @@ var importRules = []struct {
 	{"commslog", nil},
 	{"internal/clock", nil},
 	{"internal/cpu", nil},
-	{"internal/flight", nil},
+	{"internal/flight", []string{"internal/clock", "reduceop"}},
 	{"internal/launch", nil},
 	{"internal/refuse", nil},
 	{"internal/scratch", nil},

@@ -13,22 +13,21 @@ import (
 // (BENCHMARKS.md).
 func BenchmarkRecorderCall(b *testing.B) {
 	var mu sync.Mutex
-	r := newRecorder(func(string) string { return "" }, &mu)
-	c := &Comm{shared: &shared{}}
+	c := &Comm{shared: &shared{flight: newRecorder(func(string) string { return "" }, &mu)}}
+	r := c.shared.flight
 	k := new(call)
 	k.c, k.op, k.p, k.count, k.root = c, "all_reduce", new(peers), 2, -1
-	k.p.tag = 5
+	k.p.c, k.p.tag = c, 5
 	k.ctx.init(context.Background(), time.Minute)
 	b.ReportAllocs()
 	for b.Loop() {
-		k.traceID = 0
-		var st traceStamp
-		r.stamp(&st, k, false, true)
+		var pcs [6]uintptr
+		r.Callers(1, &pcs)
 		mu.Lock()
-		r.issueLocked(k, &st)
+		k.issueLocked(k.started, true, &pcs)
 		mu.Unlock()
 		mu.Lock()
-		r.endLocked(k, nil, 0, "")
+		r.EndLocked(k.trace, k.started, nil, 0, "")
 		mu.Unlock()
 	}
 }
