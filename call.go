@@ -29,7 +29,9 @@ type call struct {
 	own peers // what p points to: one allocation for both
 }
 
-// callHead is a call less its peers.
+// callHead is a call less its peers: what every call uses, then what
+// only the calls of one path use, each path's fields in a struct of its
+// own (embedded, so that k.onBoard reads as before).
 type callHead struct {
 	c     *Comm
 	op    string // commslog op name, also used in errors
@@ -38,25 +40,7 @@ type callHead struct {
 	algo  string
 	run   func(ctx context.Context) error
 	err   error // an argument error found before the call was ordered
-
-	// What every rank must agree on, sent in the fingerprint (see
-	// fingerprint.go): count is -1 where ranks legitimately differ.
-	count int64
-	redop reduceop.Op
-	root  int
-	// silent: every rank agrees the call has no elements, so it sends no
-	// message and so no fingerprint of its own; exec gives it the ring
-	// of fingerprints that rooted calls have (rootChecked).
-	silent bool
-	// dev: the device of the call's buffers on the device data path
-	// (devpath.go), else nil.
-	dev device.Device
-	// after, if set, runs once the call has ended, however it ended
-	// (StreamComm's hold).
-	after func()
-	// chunk: the call moves device memory in messages of at most this
-	// many bytes (devpath.go); 0 for host memory, sent whole.
-	chunk int
+	agreed
 
 	trace   flight.Ticket // its place in the flight recorder's ring (trace.go)
 	started clock.Stamp   // when it started running on this rank, for the recorder; 0: not yet
@@ -64,22 +48,56 @@ type callHead struct {
 
 	// The latency-bound calls have no run, so that they need no closure,
 	// and come from callPool (newPooledCall), where do puts them back
-	// when they succeed (pooled); body runs them:
-	//   - onBoard: the call runs on the group's board (board.go), an
-	//     allreduce of boardBuf with boardOp or a barrier; prev is this
-	//     rank's previous board call in the same slot row, set by take;
-	//   - arFn not nil: an allreduce of arView's host memory over
-	//     messages, with arFn (hostAllReduce).
-	pooled   bool
+	// when they succeed (pooled); body runs them: a call on the board
+	// (onBoard) or a host allreduce over messages (arFn).
+	pooled bool
+	onBoardCall
+	hostAllReduceCall
+	deviceCall
+
+	p *peers // what the call runs on, once ordered (nil: no bytes move)
+}
+
+// agreed is what every rank must agree on, sent in the fingerprint (see
+// fingerprint.go).
+type agreed struct {
+	count int64 // -1 where ranks legitimately differ
+	redop reduceop.Op
+	root  int
+	// silent: every rank agrees the call has no elements, so it sends no
+	// message and so no fingerprint of its own; exec gives it the ring
+	// of fingerprints that rooted calls have (rootChecked).
+	silent bool
+}
+
+// onBoardCall is a call that runs on the group's board (board.go): an
+// allreduce of boardBuf with boardOp, or a barrier.
+type onBoardCall struct {
 	onBoard  bool
-	prev     uint64
+	prev     uint64 // this rank's previous board call in the same slot row, set by take
 	boardBuf []byte
 	boardOp  reduceop.Op
 	mine     [boardLine]byte // a board allreduce's own contribution (internal/board's AllReduce)
-	arFn     algo.AllReduceFunc
-	arView   view
+}
 
-	p *peers // what the call runs on, once ordered (nil: no bytes move)
+// hostAllReduceCall is an allreduce of arView's host memory over
+// messages, with arFn (hostAllReduce), when arFn is set.
+type hostAllReduceCall struct {
+	arFn   algo.AllReduceFunc
+	arView view
+}
+
+// deviceCall is a call on device memory (devpath.go).
+type deviceCall struct {
+	// dev: the device of the call's buffers on the device data path,
+	// else nil.
+	dev device.Device
+	// after, if set, runs once the call has ended, however it ended
+	// (StreamComm's hold).
+	after func()
+	// chunk: the call moves device memory in messages of at most this
+	// many bytes; 0 for host memory, sent whole.
+	chunk int
 }
 
 // reset makes k the zero call again, clearing only what it used.
