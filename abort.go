@@ -173,6 +173,6 @@ func (c *Comm) awaitClosed() {
 // closeEndpoint ends every fault that won, once the peers are told.
 func (c *Comm) closeEndpoint() {
 	c.shared.closeOne.Do(func() { c.shared.ep.Close() })
-	c.shared.notices.close()
+	c.shared.notices.Stop()
 	c.shared.doneOne.Do(func() { close(c.shared.closed) })
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/goccl/goccl/internal/notice"
 	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/transport"
 )
@@ -133,112 +132,13 @@ func (e *PeerReport) Error() string {
 
 func (e *PeerReport) Unwrap() error { return classError(e.class) }
 
-// notices is a world communicator's posted abort-notice receives: one
-// from each peer this rank holds a link to, posted when the link comes up
-// (a notice can only come over a link), so that a rank of a big job with
-// lazy links keeps O(links) of them, not one per rank of the job.
-type notices struct {
-	n      int // world size
-	mu     sync.Mutex
-	posted map[int]*noticeRecv // by world rank
-	fresh  []int               // posted, not yet watched by the listener
-	kick   chan struct{}       // cap 1: fresh has news
-	stop   chan struct{}       // closed when the endpoint is closed
-	once   sync.Once
-}
-
-// noticeRecv is one posted notice receive.
-type noticeRecv struct {
-	req transport.Request
-	buf []byte
-}
-
-// get returns world rank q's posted notice receive, or nil.
-func (n *notices) get(q int) *noticeRecv {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.posted[q]
-}
-
-// close stops the listener; the endpoint is closed.
-func (n *notices) close() {
-	n.once.Do(func() {
-		if n.stop != nil {
-			close(n.stop)
-		}
-	})
-}
-
-// post posts the notice receive from world rank q unless it is posted.
-func (c *Comm) postNotice(q int) {
-	sh := c.shared
-	nt := &sh.notices
-	if q < 0 || q >= nt.n || q == c.rank {
-		return
-	}
-	nt.mu.Lock()
-	if nt.posted[q] != nil {
-		nt.mu.Unlock()
-		return
-	}
-	nr := &noticeRecv{buf: make([]byte, noticeLen)}
-	nr.req = sh.ep.Irecv(q, tagAbortNotice, nr.buf)
-	nt.posted[q] = nr
-	nt.fresh = append(nt.fresh, q)
-	nt.mu.Unlock()
-	select {
-	case nt.kick <- struct{}{}:
-	default:
-	}
-}
-
-// listen posts a notice receive from every peer with a link, and from
-// each peer whose link comes up later, and starts the goroutine that
-// adopts the first verdict. It ends when the endpoint closes.
+// listen posts an abort-notice receive from every peer with a link, and
+// from each peer whose link comes up later (internal/notice), and starts
+// the goroutine that adopts the first verdict. It ends when the endpoint
+// closes.
 func (c *Comm) listen() {
 	sh := c.shared
-	n := len(c.ranks)
-	nt := &sh.notices
-	nt.n, nt.posted = n, make(map[int]*noticeRecv)
-	nt.kick, nt.stop = make(chan struct{}, 1), make(chan struct{})
-	if n == 1 {
-		return
-	}
-	if ln, ok := sh.counts.Endpoint.(transport.LinkNotifier); ok {
-		ln.OnLink(c.postNotice)
-	}
-	lk, _ := sh.counts.Endpoint.(transport.Linker)
-	for q := range n {
-		if q != c.rank && (lk == nil || lk.Linked(q)) {
-			c.postNotice(q)
-		}
-	}
-	sh.wg.Go(func() {
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nt.stop)},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nt.kick)},
-		}
-		var from []int // by case, from cases[2]
-		for {
-			i, _, _ := reflect.Select(cases)
-			switch i {
-			case 0:
-				return
-			case 1:
-				nt.mu.Lock()
-				for _, q := range nt.fresh {
-					cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nt.posted[q].req.Done())})
-					from = append(from, q)
-				}
-				nt.fresh = nt.fresh[:0]
-				nt.mu.Unlock()
-			default:
-				c.heard(from[i-2])
-				cases = slices.Delete(cases, i, i+1)
-				from = slices.Delete(from, i-2, i-1)
-			}
-		}
-	})
+	sh.notices = notice.Listen(sh.ep, sh.counts.Endpoint, tagAbortNotice, noticeLen, func(q int) { c.heard(q) })
 }
 
 // heard adopts world rank q's verdict if its notice has arrived, and
@@ -246,11 +146,11 @@ func (c *Comm) listen() {
 // communicator or any group of it.
 func (c *Comm) heard(q int) bool {
 	sh := c.shared
-	nr := sh.notices.get(q)
+	nr := sh.notices.Get(q)
 	if nr == nil {
 		return false
 	}
-	r := nr.req
+	r := nr.Req
 	select {
 	case <-r.Done():
 	default:
@@ -259,19 +159,19 @@ func (c *Comm) heard(q int) bool {
 	if r.Err() != nil {
 		return false
 	}
-	nt, _ := wire.ParseNotice(nr.buf) // posted with NoticeLen bytes, and the receive succeeded
+	nt, _ := wire.ParseNotice(nr.Buf) // posted with NoticeLen bytes, and the receive succeeded
 	if nt.Class == classLeft {
 		sh.leftAfter(q, nt.Calls)
 		return true
 	}
 	rep := &PeerReport{From: q, Culprit: nt.Culprit, class: nt.Class}
-	if rep.Culprit < 0 || rep.Culprit >= sh.notices.n {
+	if rep.Culprit < 0 || rep.Culprit >= sh.ep.Size() {
 		rep.Culprit = q // blames no one: name the rank that gave up
 	}
 	wfp, cfp := nt.FPs[0], nt.FPs[1]
 	if rep.class == classMismatch {
 		rep.witness = nt.Witness
-		if rep.witness < 0 || rep.witness >= sh.notices.n {
+		if rep.witness < 0 || rep.witness >= sh.ep.Size() {
 			rep.witness = q
 		}
 		if wfp[0] == 'G' || cfp[0] == 'G' { // else a mismatch without fingerprints (a wrong length)
@@ -306,14 +206,14 @@ func (c *Comm) heard(q int) bool {
 // everything q sent before has been delivered), and adopts q's verdict if
 // it sent one. It reports whether it had.
 func (c *Comm) awaitNotice(q int, d time.Duration) bool {
-	nr := c.shared.notices.get(q)
+	nr := c.shared.notices.Get(q)
 	if nr == nil {
 		return false // no link: no notice can come
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-nr.req.Done():
+	case <-nr.Req.Done():
 	case <-t.C:
 	}
 	return c.heard(q)

@@ -68,7 +68,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 		t.Fatalf("send: %v", err)
 	}
 	select {
-	case <-c.shared.notices.get(from).req.Done():
+	case <-c.shared.notices.Get(from).Req.Done():
 	case <-ctx.Done():
 		t.Fatal("the notice receive did not complete")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/flight"
+	"github.com/goccl/goccl/internal/notice"
 	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/internal/wire"
@@ -79,8 +80,7 @@ type shared struct {
 	strays    transport.StrayReporter     // ep's, or nil
 	flight    *flight.Recorder            // the flight recorder (trace.go), or nil
 	calls     sync.Mutex                  // every group's callTrack and the recorder's ring: one lock to order and record a call (stray.go)
-	notices   notices                     // posted abort-notice receives (blame.go)
-	wg        sync.WaitGroup              // the notice listener
+	notices   *notice.Listener            // posted abort-notice receives (blame.go, internal/notice)
 	aborted   atomic.Pointer[error]
 	closeOne  sync.Once
 	closed    chan struct{} // closed once an abort has closed the endpoint
@@ -284,8 +284,8 @@ func (c *Comm) Close() error {
 	c.shared.stopTrace()
 	var err error
 	c.shared.closeOne.Do(func() { err = c.shared.ep.Close() })
-	c.shared.notices.close()
-	c.shared.wg.Wait()
+	c.shared.notices.Stop()
+	c.shared.notices.Wait()
 	c.shared.devs.close()
 	if r := c.shared.rdv; r != nil {
 		err = errors.Join(err, r.Release())

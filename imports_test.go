@@ -36,6 +36,7 @@ var importRules = []struct {
 	{"internal/refuse", nil},
 	{"internal/scratch", nil},
 	{"internal/testutil", nil},
+	{"internal/notice", []string{"transport"}},
 
 	// The internal machines the root adapts: no root, and only what
 	// their own job needs.

@@ -280,11 +280,8 @@ func TestLazyNoticesOnlyForLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	posted := func(c *Comm) map[int]bool {
-		nt := &c.shared.notices
-		nt.mu.Lock()
-		defer nt.mu.Unlock()
 		m := map[int]bool{}
-		for q := range nt.posted {
+		for _, q := range c.shared.notices.Posted() {
 			m[q] = true
 		}
 		return m
