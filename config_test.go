@@ -249,14 +249,3 @@ func TestSpinEnv(t *testing.T) {
 		}
 	}
 }
-
-func TestCountCPUs(t *testing.T) {
-	for list, want := range map[string]int{"0": 1, "0-1": 2, "0-3,8,10-11": 7, "": 0, "x": 0, "3-1": 0} {
-		if got := countCPUs(list); got != want {
-			t.Errorf("countCPUs(%q) = %d, want %d", list, got, want)
-		}
-	}
-	if hostCPUs() < 1 {
-		t.Errorf("hostCPUs() = %d", hostCPUs())
-	}
-}

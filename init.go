@@ -9,12 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/cpu"
 	"github.com/goccl/goccl/internal/launch"
 	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/store"
@@ -182,7 +181,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		debugLog(log, slog.LevelInfo, "goccl init: no launcher environment and transport mem: a one-rank job in this process")
 	}
 	spin := o.spin
-	if cpus := hostCPUs(); spin == 0 && env.LocalSize > cpus {
+	if cpus := cpu.Online(); spin == 0 && env.LocalSize > cpus {
 		// More ranks than CPUs here: a rank that polls takes the CPU from
 		// one that has work (Open MPI stops polling too).
 		spin = -1
@@ -355,37 +354,6 @@ func (c *Comm) TransportFor(peer int) string {
 // testHostID, set by tests, replaces the host identity of job rank r: it
 // puts the ranks of one process on pretend hosts.
 var testHostID func(rank int) string
-
-// hostCPUs returns the number of CPUs this host has online, which a
-// launcher's binding of each rank to its share does not narrow (as it
-// does runtime.NumCPU's count), else runtime.NumCPU().
-func hostCPUs() int {
-	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
-		if n := countCPUs(strings.TrimSpace(string(b))); n > 0 {
-			return n
-		}
-	}
-	return runtime.NumCPU()
-}
-
-// countCPUs counts the CPUs of a kernel CPU list ("0-3,8,10-11"); 0 when
-// it cannot read it.
-func countCPUs(list string) int {
-	n := 0
-	for r := range strings.SplitSeq(list, ",") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, err := strconv.Atoi(lo)
-		b := a
-		if isRange {
-			b, err = strconv.Atoi(hi)
-		}
-		if err != nil || a < 0 || b < a {
-			return 0
-		}
-		n += b - a + 1
-	}
-	return n
-}
 
 // spinString says how the transports Init makes poll, for the debug log.
 func spinString(d time.Duration) string {

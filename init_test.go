@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/cpu"
 	"github.com/goccl/goccl/internal/launch"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -273,7 +274,7 @@ func TestInitUnknownTransport(t *testing.T) {
 // by default when the launcher puts more ranks on the host than it has
 // CPUs; the debug log says which.
 func TestInitSpin(t *testing.T) {
-	over := hostCPUs() + 1
+	over := cpu.Online() + 1
 	for _, tt := range []struct {
 		name      string
 		env       map[string]string
