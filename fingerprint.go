@@ -44,13 +44,6 @@ func setFP(f *fingerprint, k *call, group uint64, tag transport.Tag) {
 	f.Set(wire.OpNumber(k.op), k.dt, k.redop, chunk, k.c.segLog, k.root, group, k.count, wire.Seq(tag))
 }
 
-// putFP copies f into dst in 8-byte words (wire.Put).
-func putFP(dst []byte, f *fingerprint) { wire.Put(dst, f) }
-
-// equalFP reports whether b starts with f, comparing 8-byte words
-// (wire.Equal).
-func equalFP(b []byte, f *fingerprint) bool { return wire.Equal(b, f) }
-
 // fpSmall is the longest payload whose first message is built in a
 // buffer inside the call (msgBuf), not one from the scratch pool.
 const fpSmall = 32

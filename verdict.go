@@ -41,7 +41,7 @@ type history struct {
 }
 
 func (h *history) add(f *fingerprint) {
-	putFP(h.fps[h.n%historyLen][:], f)
+	wire.Put(h.fps[h.n%historyLen][:], f)
 	h.n++
 }
 
