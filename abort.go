@@ -18,7 +18,7 @@ import (
 // What fail writes, in shared:
 //
 //	lost      the world rank whose loss aborted the communicator (-1)
-//	blamed    whom every failed call names (verdict.go)
+//	blamed    whom every failed call names (abort_verdict.go)
 //	aborted   the cause that later calls wrap, with ErrAborted
 //	closed    closed once the endpoint is, after the notices have left
 //

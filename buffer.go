@@ -37,7 +37,7 @@ import (
 // allocated or memory a framework owns; package device/hostsim a fake one
 // for tests). A collective on a DeviceBuffer runs the same algorithm as on a
 // host slice, chunk by chunk, with the bytes moved through pinned host
-// memory and the reductions run by the device (devpath.go). Every rank of
+// memory and the reductions run by the device (device_path.go). Every rank of
 // one call must pass the same kind of buffer: a host slice on one rank and
 // a device buffer on another is ErrMismatch.
 type DeviceBuffer = device.Buffer

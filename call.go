@@ -42,7 +42,7 @@ type callHead struct {
 	err   error // an argument error found before the call was ordered
 	agreed
 
-	trace   flight.Ticket // its place in the flight recorder's ring (trace.go)
+	trace   flight.Ticket // its place in the flight recorder's ring (call_trace.go)
 	started clock.Stamp   // when it started running on this rank, for the recorder; 0: not yet
 	ctx     callCtx       // what it runs under (exec)
 
@@ -59,7 +59,7 @@ type callHead struct {
 }
 
 // agreed is what every rank must agree on, sent in the fingerprint (see
-// fingerprint.go).
+// call_fingerprint.go).
 type agreed struct {
 	count int64 // -1 where ranks legitimately differ
 	redop reduceop.Op
@@ -70,7 +70,7 @@ type agreed struct {
 	silent bool
 }
 
-// onBoardCall is a call that runs on the group's board (board.go): an
+// onBoardCall is a call that runs on the group's board (call_board.go): an
 // allreduce of boardBuf with boardOp, or a barrier.
 type onBoardCall struct {
 	onBoard  bool
@@ -87,7 +87,7 @@ type hostAllReduceCall struct {
 	arView view
 }
 
-// deviceCall is a call on device memory (devpath.go).
+// deviceCall is a call on device memory (device_path.go).
 type deviceCall struct {
 	// dev: the device of the call's buffers on the device data path,
 	// else nil.
@@ -181,7 +181,7 @@ func (k *call) exec(ctx context.Context) error {
 	if err != nil && errors.Is(caller.Err(), context.Canceled) {
 		// The caller cancelled while this call's messages may be in
 		// flight: the peers cannot finish it, so the communicator is
-		// aborted, and they are told this rank cancelled (cancel.go).
+		// aborted, and they are told this rank cancelled (abort_cancel.go).
 		err = k.cancelled(caller.Err(), err)
 	}
 	if err != nil {
@@ -279,7 +279,7 @@ func (c *Comm) newPooledCall(op string, dt reduceop.DType, bytes int, a algo.Alg
 }
 
 // finish marks a call that failed finished on this rank and sweeps the
-// messages left under the calls that are now retired (stray.go).
+// messages left under the calls that are now retired (call_order.go).
 func (k *call) finish() {
 	c := k.c
 	c.shared.calls.Lock()
@@ -312,7 +312,7 @@ func (k *call) succeeded() {
 }
 
 // retire sweeps the messages left under the calls (from, to] that k's
-// end retired (stray.go).
+// end retired (call_order.go).
 func (k *call) retire(from, to uint64) {
 	if c := k.c; to > from && c.shared.aborted.Load() == nil {
 		c.retire(from, to)

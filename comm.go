@@ -50,22 +50,22 @@ type Comm struct {
 	rank   int    // rank in this group
 	ranks  []int  // group rank -> endpoint (world) rank
 	opts   options
-	board  *board // small collectives in shared memory (board.go), or nil
+	board  *board // small collectives in shared memory (call_board.go), or nil
 
-	track    callTrack     // the collectives started on this group, and which are finished (stray.go)
+	track    callTrack     // the collectives started on this group, and which are finished (call_order.go)
 	p2pMu    sync.Mutex    // posts a point-to-point header and payload together (p2p.go)
 	children atomic.Uint64 // groups created from this one
 	closed   atomic.Bool
 
 	// perHost: this group's ranks a host, in blocks, for the algorithm
-	// choice (topology.go); 0 or 1: one a host, as far as it knows.
+	// choice (init_topology.go); 0 or 1: one a host, as far as it knows.
 	perHost int
 	// segLog: log2 of the segment size the pipelined algorithms cut this
 	// group's large host messages into, where its transport asks for one
-	// (segment.go); 0: their default.
+	// (call_segment.go); 0: their default.
 	segLog uint8
 	// picks: the cost model's last answer for each collective
-	// (dispatch.go); algosGen counts SetAlgorithm calls, which void them.
+	// (call_dispatch.go); algosGen counts SetAlgorithm calls, which void them.
 	picks    [algo.Barrier + 1]atomic.Pointer[cachedPick]
 	algosGen atomic.Uint64
 }
@@ -75,28 +75,28 @@ type shared struct {
 	ep        transport.Endpoint
 	counts    *transport.CountingEndpoint // ep, counting messages and bytes
 	lost      atomic.Int64                // world rank blamed for the abort, or -1
-	blamed    atomic.Pointer[blamed]      // whom every failed call names (verdict.go)
-	groups    sync.Map                    // group id -> *Comm of this rank (stray.go)
+	blamed    atomic.Pointer[blamed]      // whom every failed call names (abort_verdict.go)
+	groups    sync.Map                    // group id -> *Comm of this rank (call_order.go)
 	strays    transport.StrayReporter     // ep's, or nil
-	flight    *flight.Recorder            // the flight recorder (trace.go), or nil
-	calls     sync.Mutex                  // every group's callTrack and the recorder's ring: one lock to order and record a call (stray.go)
-	notices   *notice.Listener            // posted abort-notice receives (blame.go, internal/notice)
+	flight    *flight.Recorder            // the flight recorder (call_trace.go), or nil
+	calls     sync.Mutex                  // every group's callTrack and the recorder's ring: one lock to order and record a call (call_order.go)
+	notices   *notice.Listener            // posted abort-notice receives (abort_blame.go, internal/notice)
 	aborted   atomic.Pointer[error]
 	closeOne  sync.Once
 	closed    chan struct{} // closed once an abort has closed the endpoint
 	pending   atomic.Int32  // link losses being looked into
 	goneMu    sync.Mutex
 	gone      []int          // world ranks whose link broke with no goodbye
-	left      map[int]uint64 // world rank -> world calls it made before it closed (leave.go); goneMu
+	left      map[int]uint64 // world rank -> world calls it made before it closed (abort_leave.go); goneMu
 	doneOne   sync.Once
 	log       *commslog.Logger
 	rdv       *rendezvous.Rendezvous  // how Init met the other ranks, or nil (internal/rendezvous)
-	perHost   int                     // world ranks a host, in aligned blocks, as Init agreed (topology.go); 0: not known
-	devs      devices                 // per-device streams and pools of the device data path (devpath.go)
-	boarder   transport.Boarder       // the endpoint's boards (board.go), or nil
-	segments  transport.SegmentHinter // the endpoint's segment sizes (segment.go), or nil
+	perHost   int                     // world ranks a host, in aligned blocks, as Init agreed (init_topology.go); 0: not known
+	devs      devices                 // per-device streams and pools of the device data path (device_path.go)
+	boarder   transport.Boarder       // the endpoint's boards (call_board.go), or nil
+	segments  transport.SegmentHinter // the endpoint's segment sizes (call_segment.go), or nil
 	packed    atomic.Int64            // bytes copied into and out of packed buffers (pack, unpack)
-	traceDir  string                  // GOCCL_TRACE_DIR: where the flight recorder dumps (trace.go)
+	traceDir  string                  // GOCCL_TRACE_DIR: where the flight recorder dumps (call_trace.go)
 	traceStop func()                  // ends the recorder's SIGUSR1 handler
 	traceOnce sync.Once
 }
@@ -111,8 +111,8 @@ type options struct {
 
 	timeoutSet bool    // WithTimeout was given
 	checkSet   bool    // WithMismatchCheck was given
-	cfg        *Config // WithConfig, or GOCCL_CONFIG's file once resolved (config.go)
-	debugOn    bool    // GOCCL_DEBUG (debug.go)
+	cfg        *Config // WithConfig, or GOCCL_CONFIG's file once resolved (init_config.go)
+	debugOn    bool    // GOCCL_DEBUG (init_debug.go)
 	debugLevel slog.Level
 	debugOut   io.Writer // nil: stderr
 
@@ -125,7 +125,7 @@ type options struct {
 	connect   string // "lazy" or "eager" once resolved
 	tls       *tls.Config
 	rejoin    bool
-	// Resolved by config.go from the environment or the file.
+	// Resolved by init_config.go from the environment or the file.
 	secretFile    string
 	tlsFiles      [3]string // cert, key, CA
 	ifname        string
@@ -181,7 +181,7 @@ func buildOptions(opts []Option) (options, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	// Options > environment > file > defaults (config.go).
+	// Options > environment > file > defaults (init_config.go).
 	err := resolve(&o)
 	return o, err
 }
@@ -355,12 +355,12 @@ type peersHead struct {
 	elem   int
 	reduce func(dst, src []byte) error
 
-	waitOn      atomic.Int32 // 1 + the group rank a receive waits on (trace.go), 0: none
-	fp          fingerprint  // this call's (fingerprint.go)
+	waitOn      atomic.Int32 // 1 + the group rank a receive waits on (call_trace.go), 0: none
+	fp          fingerprint  // this call's (call_fingerprint.go)
 	check       bool         // send and check fingerprints
 	sent, heard peerSet      // peers the first message went to / came from
-	after       device.Event // on a framework's stream: the event the call's device work waits on (stream.go)
-	drain       func()       // after a failure on device memory: wait for the call's device work (devpath.go)
+	after       device.Event // on a framework's stream: the event the call's device work waits on (device_stream.go)
+	drain       func()       // after a failure on device memory: wait for the call's device work (device_path.go)
 }
 
 // peerMsgs holds a call's requests, and the buffers of small first
@@ -507,7 +507,7 @@ func (r *request) wrap(err error) error {
 		if errors.Is(err, transport.ErrPeerClosed) {
 			// A peer that closes under a collective has usually aborted
 			// because of someone else; its notice comes ahead of its
-			// goodbye and names that rank (blame.go).
+			// goodbye and names that rank (abort_blame.go).
 			c.awaitNotice(c.ranks[r.peer], time.Second)
 		}
 		if e := r.leftEarly(); e != nil {

@@ -78,8 +78,8 @@
 // the communicator: its endpoint is closed, so no buffer is touched after
 // the call returns, and later calls fail at once with ErrAborted. The
 // aborting rank tells its peers whom it blames, so every rank names the
-// same lost or stalled rank (blame.go). Shrink and Readmit form a new
-// communicator after a failure (elastic.go).
+// same lost or stalled rank (abort_blame.go). Shrink and Readmit form a new
+// communicator after a failure (init_elastic.go).
 //
 // # Asynchronous calls
 //

@@ -39,7 +39,7 @@ import (
 //     in place of the payload, on a connection that stays open.
 //
 // The lie takes the place of the first frame of the victim's 50th call on
-// one link, which is the fingerprint message (see fingerprint.go); the
+// one link, which is the fingerprint message (see call_fingerprint.go); the
 // -payload variants lie in place of the first frame longer than a
 // fingerprint, so that a receive of data, not the fingerprint check, meets
 // the fault. garbage-tag and garbage-fp lie in place of a frame of exactly
@@ -395,7 +395,7 @@ func (l *liarConn) fits(n uint64) bool {
 	return true
 }
 
-// fpLen is the length of a fingerprint message (fingerprint.go).
+// fpLen is the length of a fingerprint message (call_fingerprint.go).
 const fpLen = 32
 
 // track advances over b in the stream of frames.

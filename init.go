@@ -144,7 +144,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		return nil, err
 	}
 	// buildOptions resolved each setting: options > environment > file
-	// > defaults (config.go).
+	// > defaults (init_config.go).
 	kind := o.transport
 	env := o.env
 	alone := false
@@ -207,7 +207,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 
 	var ep transport.Endpoint
 	var rdv *rendezvous.Rendezvous
-	perHost := 1 // ranks a host, in blocks (topology.go)
+	perHost := 1 // ranks a host, in blocks (init_topology.go)
 	switch kind {
 	case "mem":
 		if env.Size != 1 {
@@ -261,7 +261,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		}
 		if rejoin && kind != "tcp" {
 			// Readmit's survivors connect the next generation over TCP
-			// (elastic.go): so must their replacement.
+			// (init_elastic.go): so must their replacement.
 			debugLog(log, slog.LevelInfo, "goccl rejoin: transport tcp, as the survivors' Readmit")
 			kind = "tcp"
 		}
@@ -312,7 +312,7 @@ func (c *Comm) settle(ctx context.Context) error {
 	bctx, cancel := context.WithTimeout(ctx, time.Minute+c.opts.timeout/100)
 	defer cancel()
 	// goccl's own barrier, not logged as the user's call. With lazy links
-	// it is the exchange of every rank's address (links.go), after which
+	// it is the exchange of every rank's address (init_links.go), after which
 	// no link made on demand needs the store.
 	barrier := c.Barrier
 	if r := c.shared.rdv; r != nil && r.Book() != nil {

@@ -42,7 +42,7 @@ func TestLazyAllReduceJobHoldsLogNLinks(t *testing.T) {
 	}
 	for r, c := range comms {
 		// Init links the ring neighbours and the partners of its address
-		// exchange, r±2^k (links.go).
+		// exchange, r±2^k (init_links.go).
 		for _, q := range linkedPeers(c) {
 			if d := min((q-r+n)%n, (r-q+n)%n); d&(d-1) != 0 {
 				t.Errorf("rank %d after Init: a link to %d, not a ring neighbour or r±2^k", r, q)
@@ -155,7 +155,7 @@ func TestConnectSetting(t *testing.T) {
 }
 
 // Links made after the store's host has closed find their peers without
-// the store: Init shared every rank's address (links.go).
+// the store: Init shared every rank's address (init_links.go).
 func TestLazyLinksOutliveTheStore(t *testing.T) {
 	const n = 8
 	comms, err := initRanks(t, n, "tcp", WithConnect("lazy"))
@@ -211,7 +211,7 @@ func TestLazyLinksOutliveTheStore(t *testing.T) {
 // rank greets the store (the client's first message, counted as a
 // request), publishes its address, reads its right neighbour's and
 // registers as alive; every other address travels between the ranks
-// (links.go).
+// (init_links.go).
 func TestLazyInitStoreRequests(t *testing.T) {
 	for _, n := range []int{3, 5, 12, 33} {
 		if testing.Short() && n > 12 {
@@ -271,7 +271,7 @@ func TestLazyInitStoreRequests(t *testing.T) {
 }
 
 // A rank posts an abort-notice receive only from the peers it holds a
-// link to (blame.go), not one per rank of the job; a link made after Init
+// link to (abort_blame.go), not one per rank of the job; a link made after Init
 // gets one too.
 func TestLazyNoticesOnlyForLinks(t *testing.T) {
 	const n = 16

@@ -127,7 +127,7 @@ func TestStallBound(t *testing.T) {
 // on 2 here, each rank with GOMAXPROCS 1), so the goroutine whose timer
 // fires may wait for a time slice behind the other ranks (the kernel's
 // scheduling latency is a few ms, more when every core is busy), and
-// after the grace the rank tells its peers it aborts (blame.go's
+// after the grace the rank tells its peers it aborts (abort_blame.go's
 // tellAll, which waits up to 100 ms for a notice that cannot leave) and
 // closes its endpoint. 300 ms covers those with room.
 const stallSlack = 300 * time.Millisecond

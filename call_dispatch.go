@@ -71,7 +71,7 @@ type cachedPick struct {
 // AlgorithmFor returns the algorithm a collective of bytes per rank on
 // host memory runs with on c as it stands: the one WithAlgorithm,
 // GOCCL_ALGO or SetAlgorithm forces, else the cost model's pick, or
-// "board" where the call runs on the shared board (board.go). Every rank
+// "board" where the call runs on the shared board (call_board.go). Every rank
 // gets the same answer. goccl bench labels its rows with it.
 func (c *Comm) AlgorithmFor(coll algo.Collective, bytes int) algo.Algorithm {
 	if (coll == algo.AllReduce || coll == algo.Barrier) && c.useBoard(bytes, true) {

@@ -17,7 +17,7 @@ import (
 	"github.com/goccl/goccl/transport/mem"
 )
 
-// boardLimit is the largest allreduce that runs on the board (board.go).
+// boardLimit is the largest allreduce that runs on the board (call_board.go).
 const boardLimit = 1 << 10
 
 // Small allreduces between goroutine ranks run on the board: every dtype,

@@ -15,7 +15,7 @@ import (
 )
 
 // FuzzNotices feeds arbitrary bytes, as peers' messages, to the two
-// decoders of blame.go: an abort notice (heard) and the wait notices of a
+// decoders of abort_blame.go: an abort notice (heard) and the wait notices of a
 // stall (blameStall). Rank 0 of a 4-rank world over transport/mem is a
 // communicator; ranks 1 to 3 are bare endpoints that send the bytes. It
 // must never panic, and:
@@ -27,7 +27,7 @@ import (
 //     rank 0), and is passed on to the other ranks as it came;
 //   - waits: the rank blamed is the end of the chain of waits from the
 //     direct peer, counting only notices of 8 bytes naming a rank, or the
-//     direct peer when the chain loops (blame.go's doc comment); the error
+//     direct peer when the chain loops (abort_blame.go's doc comment); the error
 //     still wraps ErrTimeout, and no time is spent waiting, since every
 //     peer's notice is there.
 func FuzzNotices(f *testing.F) {
@@ -98,7 +98,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 	named := culprit
 	if wire.Class(b[8]) == classMismatch && culprit == 0 {
 		// A mismatch that blames this rank names the rank whose call
-		// differs: the witness, when it is another rank (verdict.go).
+		// differs: the witness, when it is another rank (abort_verdict.go).
 		if w := int(int32(binary.LittleEndian.Uint32(b[12:]))); w > 0 && w < fuzzRanks {
 			named = w
 		}
@@ -147,7 +147,7 @@ func fuzzAbortNotice(t *testing.T, b []byte) {
 }
 
 func fuzzWaitNotices(t *testing.T, waits []byte, d uint8) {
-	// A long timeout makes the grace period (blame.go, stallGrace) a
+	// A long timeout makes the grace period (abort_blame.go, stallGrace) a
 	// second, which a decoder that waited for nothing could not hide.
 	const timeout = 10 * time.Second
 	c, eps := fuzzWorld(t, timeout)

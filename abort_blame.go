@@ -54,8 +54,8 @@ const (
 
 // Failure classes carried by an abort notice (wire.Class): classLeft is
 // no failure but a rank that closed its communicator on purpose
-// (leave.go), classCancelled a rank whose caller cancelled a call in
-// flight (cancel.go), the culprit being the sender itself.
+// (abort_leave.go), classCancelled a rank whose caller cancelled a call in
+// flight (abort_cancel.go), the culprit being the sender itself.
 const (
 	classAborted    = wire.ClassAborted
 	classTimeout    = wire.ClassTimeout
@@ -183,7 +183,7 @@ func (c *Comm) heard(q int) bool {
 	switch {
 	case rep.class == classMismatch:
 		// Name the rank whose call differs from this rank's, never the
-		// relayer: the notice says who saw what (verdict.go).
+		// relayer: the notice says who saw what (abort_verdict.go).
 		if name = c.blameMismatch(rep.witness, rep.Culprit, wfp, cfp); name == sh.ep.Rank() {
 			name = q
 		}

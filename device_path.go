@@ -20,7 +20,7 @@ import (
 // devices is a communicator's devpath.Ctx per device, shared by its
 // groups.
 type devices struct {
-	noIPC bool // GOCCL_DEVICE_IPC=0 (devipc.go)
+	noIPC bool // GOCCL_DEVICE_IPC=0 (device_ipc.go)
 	set   devpath.Devices
 }
 
@@ -50,7 +50,7 @@ func (c *Comm) onDevice(ctx context.Context, p *peers, v view, op reduceop.Op, a
 
 // devLink is the devpath.Link of a call: its data messages go through p
 // (fingerprint and error wrapping included), its control messages under
-// the call's IPC tag (devipc.go).
+// the call's IPC tag (device_ipc.go).
 type devLink struct{ p *peers }
 
 var _ devpath.Link = devLink{}

@@ -24,8 +24,8 @@ import (
 // the ranks disagree on the size.
 //
 // The fingerprint also says how a call's bytes are cut: the message size
-// a device buffer is cut into (devpath.go) and the segment size the
-// group's pipelined algorithms use (segment.go), since ranks that cut
+// a device buffer is cut into (device_path.go) and the segment size the
+// group's pipelined algorithms use (call_segment.go), since ranks that cut
 // differently would misread each other's messages.
 
 const (
@@ -146,7 +146,7 @@ func (r *fpRecv) Wait(ctx context.Context) error {
 }
 
 // mismatchError is ErrMismatch with both calls; an abort notice carries
-// the two fingerprints to the other ranks (blame.go).
+// the two fingerprints to the other ranks (abort_blame.go).
 type mismatchError struct {
 	mine, theirs fingerprint
 	peer         int // group rank that sent theirs

@@ -37,8 +37,8 @@ type callTrack struct {
 	seq       uint64   // the collectives ordered
 	inflight  []uint64 // ordered, not yet finished (a few at most)
 	retired   atomic.Uint64
-	boardLast [2]uint64 // the last board call ordered in each slot row (board.go)
-	history   history   // the fingerprints of the recent calls (verdict.go)
+	boardLast [2]uint64 // the last board call ordered in each slot row (call_board.go)
+	history   history   // the fingerprints of the recent calls (abort_verdict.go)
 }
 
 // orderLocked orders k: it takes the call's tag and counts it in flight,

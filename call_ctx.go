@@ -25,7 +25,7 @@ import (
 // A call on the board starts its context late (prepare, then begin):
 // only if something waits on it, or asks for its deadline. A call that
 // finds every peer's slot on the board within its polls reads no
-// monotonic clock at all (board.go): the clock is on the path of the last
+// monotonic clock at all (call_board.go): the clock is on the path of the last
 // rank to arrive, which every other rank waits for. Its timeout then
 // counts from its first wait, a few microseconds after its start at most.
 // Until begin, the context has no start and no deadline; its owner begins

@@ -16,8 +16,8 @@ import (
 // runs on. Each collective has a file of its own (allreduce.go,
 // broadcast.go, allgather.go, reducescatter.go, alltoall.go,
 // gatherscatter.go, barrier.go, p2p.go); failure handling lives apart
-// (call.go, verdict.go, blame.go, fingerprint.go, stray.go, leave.go,
-// elastic.go).
+// (call.go, abort_verdict.go, abort_blame.go, call_fingerprint.go, call_order.go, abort_leave.go,
+// init_elastic.go).
 
 // staged is a buffer argument as host bytes: the user's own memory for a
 // Go slice, or pooled host memory for a DeviceBuffer.
@@ -28,7 +28,7 @@ type staged struct {
 
 // stage makes v's bytes addressable; with load, a device buffer is copied
 // to host first. Only the collectives that do not run on the device data
-// path (devpath.go) stage.
+// path (device_path.go) stage.
 func (c *Comm) stage(ctx context.Context, v view, load bool) (staged, error) {
 	if v.dev == nil {
 		return staged{v, v.b}, nil
