@@ -138,7 +138,8 @@ func (e *PeerReport) Unwrap() error { return classError(e.class) }
 // closes.
 func (c *Comm) listen() {
 	sh := c.shared
-	sh.notices = notice.Listen(sh.ep, sh.counts.Endpoint, tagAbortNotice, noticeLen, func(q int) { c.heard(q) })
+	sh.notices = notice.New(sh.ep, sh.counts.Endpoint, tagAbortNotice, noticeLen, func(q int) { c.heard(q) })
+	sh.notices.Start()
 }
 
 // heard adopts world rank q's verdict if its notice has arrived, and

@@ -22,6 +22,7 @@ import (
 // Listener holds the posted receives of one endpoint on one tag.
 type Listener struct {
 	ep     transport.Endpoint
+	links  transport.Endpoint
 	tag    transport.Tag
 	size   int // bytes of a notice
 	heard  func(peer int)
@@ -40,29 +41,34 @@ type Recv struct {
 	Buf []byte
 }
 
-// Listen posts a receive of size bytes under tag from every peer of ep
-// linked now, and from each peer whose link comes up later, and starts
-// the goroutine that calls heard(peer) when one completes. heard runs on
-// that goroutine, once per receive. links is the endpoint asked which
-// peers are linked (transport.Linker, transport.LinkNotifier): ep itself,
-// or the one ep wraps.
-func Listen(ep, links transport.Endpoint, tag transport.Tag, size int, heard func(peer int)) *Listener {
-	l := &Listener{ep: ep, tag: tag, size: size, heard: heard, posted: make(map[int]*Recv),
+// New returns the listener of size-byte notices under tag on ep, which
+// calls heard(peer) when a receive from peer completes, on its own
+// goroutine, once per receive. links is the endpoint asked which peers are
+// linked (transport.Linker, transport.LinkNotifier): ep itself, or the one
+// ep wraps. Nothing is posted until Start: the owner stores the listener
+// first, so that heard can find it.
+func New(ep, links transport.Endpoint, tag transport.Tag, size int, heard func(peer int)) *Listener {
+	return &Listener{ep: ep, links: links, tag: tag, size: size, heard: heard, posted: make(map[int]*Recv),
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// Start posts a receive from every peer linked now, and from each peer
+// whose link comes up later, and starts the goroutine that reports them.
+func (l *Listener) Start() {
+	ep := l.ep
 	if ep.Size() == 1 {
-		return l
+		return
 	}
-	if ln, ok := links.(transport.LinkNotifier); ok {
+	if ln, ok := l.links.(transport.LinkNotifier); ok {
 		ln.OnLink(l.Post)
 	}
-	lk, _ := links.(transport.Linker)
+	lk, _ := l.links.(transport.Linker)
 	for q := range ep.Size() {
 		if q != ep.Rank() && (lk == nil || lk.Linked(q)) {
 			l.Post(q)
 		}
 	}
 	l.wg.Go(l.watch)
-	return l
 }
 
 // Post posts the receive from peer q unless it is posted (or q is this

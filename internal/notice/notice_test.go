@@ -46,7 +46,7 @@ func TestListenEveryPeer(t *testing.T) {
 		}
 	}()
 	heard := make(chan int, 8)
-	l := notice.Listen(eps[0], eps[0], tag, 3, func(q int) { heard <- q })
+	l := start(notice.New(eps[0], eps[0], tag, 3, func(q int) { heard <- q }))
 	defer l.Wait()
 	defer l.Stop()
 	if got := sorted(l.Posted()); !slices.Equal(got, []int{1, 2, 3}) {
@@ -81,7 +81,7 @@ func TestListenOnlyLinks(t *testing.T) {
 	}()
 	lk := &links{Endpoint: eps[0], up: map[int]bool{3: true}}
 	heard := make(chan int, 8)
-	l := notice.Listen(eps[0], lk, tag, 1, func(q int) { heard <- q })
+	l := start(notice.New(eps[0], lk, tag, 1, func(q int) { heard <- q }))
 	defer l.Wait()
 	defer l.Stop()
 	if got := l.Posted(); !slices.Equal(got, []int{3}) {
@@ -107,7 +107,7 @@ func TestListenOnlyLinks(t *testing.T) {
 func TestListenClose(t *testing.T) {
 	eps := mem.New(2)
 	heard := make(chan int, 2)
-	l := notice.Listen(eps[0], eps[0], tag, 4, func(q int) { heard <- q })
+	l := start(notice.New(eps[0], eps[0], tag, 4, func(q int) { heard <- q }))
 	eps[0].Close()
 	if q := <-heard; q != 1 || l.Get(1).Req.Err() == nil {
 		t.Fatalf("heard %d, err %v", q, l.Get(1).Req.Err())
@@ -119,3 +119,5 @@ func TestListenClose(t *testing.T) {
 }
 
 func sorted(qs []int) []int { slices.Sort(qs); return qs }
+
+func start(l *notice.Listener) *notice.Listener { l.Start(); return l }
