@@ -72,7 +72,7 @@ func TestAllGatherVecVectored(t *testing.T) {
 // Peers without them, each piece of a range is a message of its own).
 func TestAllReduceVecVectoredTranscript(t *testing.T) {
 	run := func(fn func(ctx context.Context, p algo.Peers, buf []byte) error) string {
-		w := algotest.World{Size: 4, ElemSize: 8, Reduce: algotest.SumInt64}
+		w := algotest.World{Size: 4, ElemSize: 8, Reduce: algotest.SumInt64, Record: true}
 		st, err := w.Run(context.Background(), func(ctx context.Context, p algo.Peers) error {
 			return fn(ctx, p, make([]byte, 10*8))
 		})
