@@ -8,12 +8,14 @@ import "sort"
 // packed into one buffer and unpacked after. Offsets count from the start
 // of the run; a range [lo, hi) may span pieces.
 //
-// The algorithms that take a Vec send a range as one message for each
-// piece it spans, and receive it the same way, so both ends cut a message
-// alike when their pieces have the same lengths; where they do not, a
-// receive meets a message of another length, which the transport reports,
-// and never misplaced bytes. A Vec of one piece (Flat) is a plain buffer,
-// and those algorithms then send exactly what they send for one.
+// The algorithms that take a Vec send a range as one message where the
+// Peers have vectored messages to the rank at the other end (VecPeers),
+// else as one message for each piece it spans, and receive it the same
+// way, so both ends cut a message alike when their pieces have the same
+// lengths; where they do not, a receive meets a message of another
+// length, which the transport reports, and never misplaced bytes. A Vec
+// of one piece (Flat) is a plain buffer, and those algorithms then send
+// exactly what they send for one; so does a range within one piece.
 //
 // The zero Vec is an empty buffer.
 type Vec struct {
@@ -73,9 +75,53 @@ func (v Vec) Piece(off, hi int) []byte {
 	return v.parts[i][off-start : min(hi, v.ends[i])-start]
 }
 
-// SendRange starts sending bytes [lo, hi) of v to rank to, one message a
-// piece, and appends the requests to reqs.
+// VecPeers is an optional capability of Peers: vectored messages, whose
+// bytes are several buffers one after the other (transport.VecEndpoint),
+// sent and received without packing them into one.
+type VecPeers interface {
+	Peers
+	// Vectored says whether messages to and from rank peer go vectored.
+	// Both ends of a link must answer alike: the algorithms send a range
+	// of a Vec as one message where it is true, and receive it as one.
+	Vectored(peer int) bool
+	// IsendV starts sending bufs, in order, as one message to rank to.
+	IsendV(to int, bufs [][]byte) Request
+	// IrecvV starts receiving the next message from rank from into bufs,
+	// in order; it must be exactly as long as all of them.
+	IrecvV(from int, bufs [][]byte) Request
+}
+
+// vectored returns p as VecPeers where a range [lo, hi) of v that spans
+// more than one piece goes to or from peer as one message.
+func vectored(p Peers, peer int, v Vec, lo, hi int) (VecPeers, bool) {
+	if v.parts == nil || hi-lo <= 0 || len(v.Piece(lo, hi)) == hi-lo {
+		return nil, false
+	}
+	vp, ok := p.(VecPeers)
+	if !ok || !vp.Vectored(peer) {
+		return nil, false
+	}
+	return vp, true
+}
+
+// pieces returns the pieces of bytes [lo, hi) of v.
+func (v Vec) pieces(lo, hi int) [][]byte {
+	var bufs [][]byte
+	for off := lo; off < hi; {
+		b := v.Piece(off, hi)
+		bufs = append(bufs, b)
+		off += len(b)
+	}
+	return bufs
+}
+
+// SendRange starts sending bytes [lo, hi) of v to rank to, as one
+// vectored message (VecPeers) or one message a piece, and appends the
+// requests to reqs.
 func SendRange(p Peers, to int, v Vec, lo, hi int, reqs []Request) []Request {
+	if vp, ok := vectored(p, to, v, lo, hi); ok {
+		return append(reqs, vp.IsendV(to, v.pieces(lo, hi)))
+	}
 	for off := lo; off < hi; {
 		b := v.Piece(off, hi)
 		reqs = append(reqs, p.Isend(to, b))
@@ -85,9 +131,12 @@ func SendRange(p Peers, to int, v Vec, lo, hi int, reqs []Request) []Request {
 }
 
 // RecvRange starts receiving bytes [lo, hi) of v from rank from, straight
-// into their places in v, one message a piece, and appends the requests to
-// reqs.
+// into their places in v, as one vectored message (VecPeers) or one
+// message a piece, and appends the requests to reqs.
 func RecvRange(p Peers, from int, v Vec, lo, hi int, reqs []Request) []Request {
+	if vp, ok := vectored(p, from, v, lo, hi); ok {
+		return append(reqs, vp.IrecvV(from, v.pieces(lo, hi)))
+	}
 	for off := lo; off < hi; {
 		b := v.Piece(off, hi)
 		reqs = append(reqs, p.Irecv(from, b))
@@ -97,9 +146,13 @@ func RecvRange(p Peers, from int, v Vec, lo, hi int, reqs []Request) []Request {
 }
 
 // RecvRangeInto starts receiving what SendRange sends for bytes [lo, hi)
-// of a Vec cut as v is, into into (hi-lo bytes, contiguous), one message
-// a piece of v, and appends the requests to reqs.
+// of a Vec cut as v is, into into (hi-lo bytes, contiguous): one message,
+// or one message a piece of v where SendRange sends so, and appends the
+// requests to reqs.
 func RecvRangeInto(p Peers, from int, v Vec, lo, hi int, into []byte, reqs []Request) []Request {
+	if _, ok := vectored(p, from, v, lo, hi); ok {
+		return append(reqs, p.Irecv(from, into[:hi-lo]))
+	}
 	for off := lo; off < hi; {
 		n := len(v.Piece(off, hi))
 		reqs = append(reqs, p.Irecv(from, into[off-lo:off-lo+n]))

@@ -64,6 +64,42 @@ func (c *CountingEndpoint) Irecv(from int, tag Tag, b []byte) Request {
 	return c.Endpoint.Irecv(from, tag, b)
 }
 
+var _ VecEndpoint = (*CountingEndpoint)(nil)
+
+// IsendV counts the vectored message as one and passes it on: vectored
+// where the wrapped endpoint has vectored messages, else packed
+// (PackedSendV).
+func (c *CountingEndpoint) IsendV(to int, tag Tag, bufs [][]byte) Request {
+	if to >= 0 && to < len(c.peers) {
+		c.peers[to].sentMsgs.Add(1)
+		c.peers[to].sentBytes.Add(int64(VecLen(bufs)))
+	}
+	if v, ok := c.Endpoint.(VecEndpoint); ok {
+		return v.IsendV(to, tag, bufs)
+	}
+	return PackedSendV(c.Endpoint, to, tag, bufs)
+}
+
+// IrecvV counts the vectored receive as one and passes it on, as IsendV
+// does.
+func (c *CountingEndpoint) IrecvV(from int, tag Tag, bufs [][]byte) Request {
+	if from >= 0 && from < len(c.peers) {
+		c.peers[from].recvMsgs.Add(1)
+		c.peers[from].recvBytes.Add(int64(VecLen(bufs)))
+	}
+	if v, ok := c.Endpoint.(VecEndpoint); ok {
+		return v.IrecvV(from, tag, bufs)
+	}
+	return PackedRecvV(c.Endpoint, from, tag, bufs)
+}
+
+// Vectored is the wrapped endpoint's answer, or false where it has no
+// vectored messages.
+func (c *CountingEndpoint) Vectored(peer int) bool {
+	v, ok := c.Endpoint.(VecEndpoint)
+	return ok && v.Vectored(peer)
+}
+
 // Stats returns a snapshot of the counters.
 func (c *CountingEndpoint) Stats() Stats {
 	s := Stats{Peers: make([]PeerStats, len(c.peers))}

@@ -129,6 +129,7 @@ type message struct {
 type PostedRecv struct {
 	Req
 	buf  []byte
+	vec  [][]byte // a vectored receive's pieces (PostV); buf is nil then
 	peer int
 	m    *Matcher
 }
@@ -151,7 +152,7 @@ func (r *PostedRecv) Release() {
 		return
 	}
 	p := &r.m.peers[r.peer]
-	r.buf, r.err = nil, nil
+	r.buf, r.vec, r.err = nil, nil, nil
 	r.claimed.Store(false)
 	r.wake.Store(nil)
 	p.mu.Lock()
@@ -164,8 +165,53 @@ func (r *PostedRecv) Release() {
 // maxFreeRecvs bounds the released receives a peer keeps for reuse.
 const maxFreeRecvs = 64
 
-// Buf is the receiver's buffer: the message must be exactly len(Buf()) bytes.
+// Buf is the receiver's buffer: the message must be exactly len(Buf())
+// bytes. It is nil for a vectored receive (PostV): see Bufs.
 func (r *PostedRecv) Buf() []byte { return r.buf }
+
+// Bufs is a vectored receive's pieces (PostV), in order, or nil for a
+// receive of one buffer (Buf). Only a transport that posts vectored
+// receives meets one in Claim.
+func (r *PostedRecv) Bufs() [][]byte { return r.vec }
+
+// Len is the length the message must have: len(Buf()), or the pieces'
+// total.
+func (r *PostedRecv) Len() int {
+	if r.vec != nil {
+		return VecLen(r.vec)
+	}
+	return len(r.buf)
+}
+
+// fill copies data into the receive's buffer or pieces, as far as they
+// go.
+func (r *PostedRecv) fill(data []byte) {
+	if r.vec != nil {
+		Scatter(r.vec, data)
+		return
+	}
+	copy(r.buf, data)
+}
+
+// readFull reads the first k bytes of the receive's buffer or pieces
+// from src.
+func (r *PostedRecv) readFull(src io.Reader, k int) error {
+	if r.vec == nil {
+		_, err := io.ReadFull(src, r.buf[:k])
+		return err
+	}
+	for _, b := range r.vec {
+		if k == 0 {
+			break
+		}
+		b = b[:min(k, len(b))]
+		if _, err := io.ReadFull(src, b); err != nil {
+			return err
+		}
+		k -= len(b)
+	}
+	return nil
+}
 
 // NewMatcher returns a Matcher for an endpoint of a job with size ranks.
 func NewMatcher(size int) *Matcher {
@@ -223,6 +269,21 @@ func (p *peerState) release(tag Tag, q *tagQueue) {
 
 // Post starts a receive of the next message from peer under tag into buf.
 func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
+	return m.post(from, tag, buf, nil)
+}
+
+// PostV starts a vectored receive (VecEndpoint.IrecvV) of the next
+// message from peer under tag into bufs, in order. A transport that
+// posts one must handle Bufs in what it Claims; the Deliver methods and
+// DeliverFrom handle it themselves.
+func (m *Matcher) PostV(from int, tag Tag, bufs [][]byte) Request {
+	if bufs == nil {
+		bufs = [][]byte{}
+	}
+	return m.post(from, tag, nil, bufs)
+}
+
+func (m *Matcher) post(from int, tag Tag, buf []byte, vec [][]byte) Request {
 	if err := CheckPeer("recv", from, len(m.peers)); err != nil {
 		return Completed(err)
 	}
@@ -238,9 +299,15 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 		p.queued.Add(-1)
 		p.release(tag, q)
 		var err error
-		copy(buf, msg.data) // on a length mismatch, the common prefix
-		if len(msg.data) != len(buf) {
-			err = LengthError(from, len(buf), len(msg.data))
+		want := len(buf)
+		if vec != nil {
+			want = VecLen(vec)
+			Scatter(vec, msg.data) // on a length mismatch, the common prefix
+		} else {
+			copy(buf, msg.data)
+		}
+		if len(msg.data) != want {
+			err = LengthError(from, want, len(msg.data))
 		}
 		p.mu.Unlock()
 		if msg.owned {
@@ -261,9 +328,9 @@ func (m *Matcher) Post(from int, tag Tag, buf []byte) Request {
 		r = p.recvs[n-1]
 		p.recvs[n-1] = nil
 		p.recvs = p.recvs[:n-1]
-		r.buf = buf
+		r.buf, r.vec = buf, vec
 	} else {
-		r = &PostedRecv{buf: buf, peer: from, m: m}
+		r = &PostedRecv{buf: buf, vec: vec, peer: from, m: m}
 	}
 	p.queue(tag).posted.push(r)
 	p.mu.Unlock()
@@ -334,9 +401,9 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 		r := q.posted.pop()
 		p.release(tag, q)
 		var err error
-		copy(r.buf, data) // on a length mismatch, the common prefix
-		if len(r.buf) != len(data) {
-			err = LengthError(from, len(r.buf), len(data))
+		r.fill(data) // on a length mismatch, the common prefix
+		if want := r.Len(); want != len(data) {
+			err = LengthError(from, want, len(data))
 		}
 		p.mu.Unlock()
 		r.Complete(err)
@@ -374,11 +441,11 @@ func (m *Matcher) deliver(from int, tag Tag, data []byte, mustCopy bool, done fu
 // only when reading r fails; a claimed receive is then failed with fail(err).
 func (m *Matcher) DeliverFrom(from int, tag Tag, n int, r io.Reader, fail func(error) error) error {
 	if pr := m.Claim(from, tag); pr != nil {
-		if len(pr.buf) != n {
+		if want := pr.Len(); want != n {
 			// Deliver the common prefix, so the receiver can read a header
 			// it shares with the sender, and discard the rest.
-			k := min(n, len(pr.buf))
-			_, err := io.ReadFull(r, pr.buf[:k])
+			k := min(n, want)
+			err := pr.readFull(r, k)
 			if err == nil {
 				_, err = io.CopyN(io.Discard, r, int64(n-k))
 			}
@@ -386,10 +453,10 @@ func (m *Matcher) DeliverFrom(from int, tag Tag, n int, r io.Reader, fail func(e
 				pr.Complete(fail(err))
 				return err
 			}
-			pr.Complete(LengthError(from, len(pr.buf), n))
+			pr.Complete(LengthError(from, want, n))
 			return nil
 		}
-		if _, err := io.ReadFull(r, pr.buf); err != nil {
+		if err := pr.readFull(r, n); err != nil {
 			pr.Complete(fail(err))
 			return err
 		}

@@ -184,6 +184,47 @@ func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 	return e.translate(e.routes[i].Endpoint.Irecv(e.local[from], tag, b), from)
 }
 
+var _ transport.VecEndpoint = (*Endpoint)(nil)
+
+// IsendV implements transport.VecEndpoint over peer to's route: vectored
+// where that route's endpoint is a VecEndpoint, else packed into one
+// buffer (transport.PackedSendV).
+func (e *Endpoint) IsendV(to int, tag transport.Tag, bufs [][]byte) transport.Request {
+	if err := transport.CheckPeer("send", to, e.size); err != nil {
+		return transport.Completed(err)
+	}
+	ep := e.routes[e.via[to]].Endpoint
+	if v, ok := ep.(transport.VecEndpoint); ok {
+		return e.translate(v.IsendV(e.local[to], tag, bufs), to)
+	}
+	return e.translate(transport.PackedSendV(ep, e.local[to], tag, bufs), to)
+}
+
+// IrecvV implements transport.VecEndpoint over peer from's route, as
+// IsendV does.
+func (e *Endpoint) IrecvV(from int, tag transport.Tag, bufs [][]byte) transport.Request {
+	if err := transport.CheckPeer("recv", from, e.size); err != nil {
+		return transport.Completed(err)
+	}
+	ep := e.routes[e.via[from]].Endpoint
+	if v, ok := ep.(transport.VecEndpoint); ok {
+		return e.translate(v.IrecvV(e.local[from], tag, bufs), from)
+	}
+	return e.translate(transport.PackedRecvV(ep, e.local[from], tag, bufs), from)
+}
+
+// Vectored implements transport.VecEndpoint with the answer of peer's
+// route's endpoint, asked with peer's rank there; false where that
+// endpoint has no vectored messages. Both ends of a link take the same
+// route, so they answer alike.
+func (e *Endpoint) Vectored(peer int) bool {
+	if peer < 0 || peer >= e.size {
+		return false
+	}
+	v, ok := e.routes[e.via[peer]].Endpoint.(transport.VecEndpoint)
+	return ok && v.Vectored(e.local[peer])
+}
+
 // translate makes r's error name job rank peer where the route numbers it
 // otherwise. Where the numbers agree, or r has already succeeded, r is
 // returned as it is (no allocation).

@@ -78,9 +78,9 @@ func TestRevokeBeforePull(t *testing.T) {
 		return unix.ProcessVMReadv(pid, l, rm, f)
 	})
 	b := pattern(4096, 1)
-	k := w.publishCMA(7, b)
+	k := w.publishCMA(7, payload{one: b}, len(b))
 	w.e.closing.Store(true)
-	refused, err := w.awaitPull(b, k)
+	refused, err := w.awaitPull(payload{one: b}, k)
 	if refused || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("awaitPull = %v, %v; want ErrClosed", refused, err)
 	}
@@ -89,7 +89,7 @@ func TestRevokeBeforePull(t *testing.T) {
 	}
 	got := make([]byte, len(b))
 	rq := r.e.m.Post(0, 7, got)
-	if err := r.pull(7, len(b), addrOf(b)); !errors.Is(err, errRevoked) {
+	if err := r.pullAt(7, len(b), addrOf(b)); !errors.Is(err, errRevoked) {
 		t.Fatalf("pull = %v, want errRevoked", err)
 	}
 	if n := reads.Load(); n != 0 {
@@ -114,10 +114,10 @@ func TestRevokeBeforePull(t *testing.T) {
 func TestPullBeforeRevoke(t *testing.T) {
 	w, r := revokeRing(t, nil)
 	b := pattern(4096, 2)
-	k := w.publishCMA(7, b)
+	k := w.publishCMA(7, payload{one: b}, len(b))
 	got := make([]byte, len(b))
 	rq := r.e.m.Post(0, 7, got)
-	if err := r.pull(7, len(b), addrOf(b)); err != nil {
+	if err := r.pullAt(7, len(b), addrOf(b)); err != nil {
 		t.Fatal(err)
 	}
 	if err := rq.Wait(context.Background()); err != nil || !bytes.Equal(got, b) {
@@ -127,7 +127,7 @@ func TestPullBeforeRevoke(t *testing.T) {
 		t.Fatalf("cmaRevoke after the pull = %d, want %d (the pull won)", st, cmaPulled)
 	}
 	w.e.closing.Store(true)
-	if refused, err := w.awaitPull(b, k); refused || !errors.Is(err, transport.ErrClosed) {
+	if refused, err := w.awaitPull(payload{one: b}, k); refused || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("awaitPull on a closing endpoint = %v, %v", refused, err)
 	}
 	if st := state(w.out); st != cmaPulled {
@@ -156,17 +156,17 @@ func TestRevokeDuringPull(t *testing.T) {
 		return n, err
 	})
 	b := pattern(8192, 3)
-	k := w.publishCMA(7, b)
+	k := w.publishCMA(7, payload{one: b}, len(b))
 	got := make([]byte, len(b))
 	rq := r.e.m.Post(0, 7, got)
 	pulled := make(chan error, 1)
-	go func() { pulled <- r.pull(7, len(b), addrOf(b)) }()
+	go func() { pulled <- r.pullAt(7, len(b), addrOf(b)) }()
 	<-in
 	if st := state(w.out); st != cmaPulling {
 		t.Fatalf("state %d during the pull, want %d", st, cmaPulling)
 	}
 	w.e.closing.Store(true)
-	if refused, err := w.awaitPull(b, k); refused || !errors.Is(err, transport.ErrClosed) {
+	if refused, err := w.awaitPull(payload{one: b}, k); refused || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("awaitPull = %v, %v; want ErrClosed", refused, err)
 	}
 	copy(b, make([]byte, len(b))) // the caller has its buffer back
@@ -197,19 +197,19 @@ func TestRevokeRace(t *testing.T) {
 	for i := range n {
 		tag := transport.Tag(100 + i)
 		b := pattern(1024+i%4096, byte(i))
-		k := w.publishCMA(tag, b)
+		k := w.publishCMA(tag, payload{one: b}, len(b))
 		got := make([]byte, len(b))
 		rq := r.e.m.Post(0, tag, got)
 		var wg sync.WaitGroup
 		var perr, werr error
 		wg.Add(2)
-		go func() { defer wg.Done(); perr = r.pull(tag, len(b), addrOf(b)) }()
+		go func() { defer wg.Done(); perr = r.pullAt(tag, len(b), addrOf(b)) }()
 		go func() {
 			defer wg.Done()
 			for range i % 5 { // vary who comes first
 				runtime.Gosched()
 			}
-			_, werr = w.awaitPull(b, k)
+			_, werr = w.awaitPull(payload{one: b}, k)
 		}()
 		wg.Wait()
 		if !errors.Is(werr, transport.ErrClosed) {
@@ -283,4 +283,11 @@ func TestCloseRevokes(t *testing.T) {
 	if err := rq.Wait(context.Background()); !errors.Is(err, transport.ErrPeerClosed) {
 		t.Fatalf("receive = %v, want ErrPeerClosed", err)
 	}
+}
+
+// pullAt pulls the message of n bytes at addr, as the drainer does for a
+// descriptor of one buffer.
+func (p *peer) pullAt(tag transport.Tag, n int, addr uintptr) error {
+	p.riov = append(p.riov[:0], unix.RemoteIovec{Base: addr, Len: n})
+	return p.pull(tag, n)
 }

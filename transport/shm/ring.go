@@ -19,7 +19,7 @@ import (
 // Segment layout: a header page of 64-byte lines, then the slots. See doc.go.
 const (
 	magic   = 0x676f63636c73686d // "gocclshm"
-	version = 2                  // 2: a descriptor's state word (cmaState), revocable by its writer
+	version = 3                  // 2: a descriptor's state word (cmaState), revocable by its writer; 3: vectored descriptors (kindCMAV)
 
 	hdrSize = 4096 // the slots start on the second page
 
@@ -46,8 +46,10 @@ const (
 	kindFirst = 1 // the first slot of a message
 	kindCont  = 2 // a continuation slot
 	kindCMA   = 3 // a descriptor: the reader pulls the message with process_vm_readv
+	kindCMAV  = 4 // a descriptor of several buffers (a vectored send), pulled as one message
 
-	cmaDescSize = 8 // a kindCMA slot's payload: the sender's buffer address
+	cmaDescSize = 8  // a kindCMA slot's payload: the sender's buffer address
+	cmaIovSize  = 16 // a kindCMAV slot's payload: per buffer, its address and length
 
 	// The states of a descriptor in cmaState (doc.go, "Revoking a
 	// descriptor"). The writer stores published; the reader moves it to
@@ -114,6 +116,16 @@ func parseSlot(b []byte, payloadCap uint32, maxMsg uint64, left uint64) (slotHdr
 			return slotHdr{}, fmt.Errorf("%w: message of %d bytes exceeds MaxMessage %d", transport.ErrProtocol, h.total, maxMsg)
 		}
 		if h.chunk != cmaDescSize || h.total == 0 {
+			return slotHdr{}, fmt.Errorf("%w: cma descriptor of %d bytes for %d bytes", transport.ErrProtocol, h.chunk, h.total)
+		}
+	case kindCMAV:
+		if left != 0 {
+			return slotHdr{}, fmt.Errorf("%w: new message while %d bytes of the last are missing", transport.ErrProtocol, left)
+		}
+		if h.total > maxMsg {
+			return slotHdr{}, fmt.Errorf("%w: message of %d bytes exceeds MaxMessage %d", transport.ErrProtocol, h.total, maxMsg)
+		}
+		if h.chunk == 0 || h.chunk%cmaIovSize != 0 || h.chunk/cmaIovSize > maxPullIov || h.total == 0 {
 			return slotHdr{}, fmt.Errorf("%w: cma descriptor of %d bytes for %d bytes", transport.ErrProtocol, h.chunk, h.total)
 		}
 	default:

@@ -218,9 +218,11 @@ type peer struct {
 	cmaOff atomic.Bool
 
 	// Drainer only: cross-memory attach.
-	cmaChecked bool // a pull from this peer worked once
-	liov       [1]unix.Iovec
-	riov       [1]unix.RemoteIovec
+	cmaChecked bool               // a pull from this peer worked once
+	liov       []unix.Iovec       // the local side of a process_vm_readv
+	riov       []unix.RemoteIovec // a descriptor's buffers in the peer
+	rwin       []unix.RemoteIovec // the part of riov one process_vm_readv reads
+	lone       [1][]byte          // the one local buffer of a plain receive
 	probe      [1]byte
 
 	mu      sync.Mutex
@@ -237,11 +239,43 @@ type peer struct {
 
 type sendItem struct {
 	tag transport.Tag
-	b   []byte
+	m   payload
+	n   int // m's length
 	req *transport.Req
-	// pull: Isend published b's CMA descriptor already, as the ring's
+	// pull: Isend published m's CMA descriptor already, as the ring's
 	// pull-th; the sender goroutine only waits for the peer's pull.
 	pull uint64
+}
+
+// payload is a message's bytes: one buffer, or the pieces of a vectored
+// send (IsendV) in order, none empty.
+type payload struct {
+	one []byte
+	vec [][]byte // nil for one buffer
+}
+
+// cursor reads a payload's bytes in order, across its pieces.
+type cursor struct {
+	vec [][]byte
+	cur []byte // what is left of the current piece
+}
+
+func (m payload) cursor() cursor {
+	if m.vec == nil {
+		return cursor{cur: m.one}
+	}
+	return cursor{vec: m.vec[1:], cur: m.vec[0]}
+}
+
+// read fills dst with the next len(dst) bytes, which must be there.
+func (c *cursor) read(dst []byte) {
+	for len(dst) > 0 {
+		for len(c.cur) == 0 {
+			c.cur, c.vec = c.vec[0], c.vec[1:]
+		}
+		k := copy(dst, c.cur)
+		dst, c.cur = dst[k:], c.cur[k:]
+	}
 }
 
 // okReq is the result of every send that completed at once: sharing it
@@ -470,6 +504,53 @@ func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Reques
 // when it has CMAThreshold bytes or more, else copied by the peer's sender
 // goroutine as the reader frees slots.
 func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request {
+	return e.isend(to, tag, payload{one: b}, len(b))
+}
+
+var _ transport.VecEndpoint = (*Endpoint)(nil)
+
+// IsendV implements transport.VecEndpoint: the pieces are copied into
+// the ring in turn, or, for a message the peer pulls, published as one
+// descriptor of several buffers that the peer reads with one
+// process_vm_readv (at most maxPullIov of them; a message of more
+// pieces goes by copy through the ring).
+func (e *Endpoint) IsendV(to int, tag transport.Tag, bufs [][]byte) transport.Request {
+	var m payload
+	n := 0
+	for _, b := range bufs {
+		if len(b) > 0 {
+			m.vec = append(m.vec, b)
+			n += len(b)
+		}
+	}
+	switch len(m.vec) {
+	case 0:
+		m = payload{one: []byte{}}
+	case 1:
+		m = payload{one: m.vec[0]}
+	}
+	if m.vec != nil && to == e.cfg.Rank {
+		b := make([]byte, n) // a message to oneself goes by the matcher, whole
+		transport.Gather(b, m.vec)
+		m = payload{one: b}
+	}
+	return e.isend(to, tag, m, n)
+}
+
+// IrecvV implements transport.VecEndpoint: a pulled message is read
+// straight into the pieces (process_vm_readv scatters), a copied one
+// copied out of the slots into them in turn.
+func (e *Endpoint) IrecvV(from int, tag transport.Tag, bufs [][]byte) transport.Request {
+	return e.m.PostV(from, tag, bufs)
+}
+
+// Vectored implements transport.VecEndpoint: every message to another
+// rank goes vectored without a copy of its own.
+func (e *Endpoint) Vectored(peer int) bool {
+	return peer >= 0 && peer < e.cfg.Size && peer != e.cfg.Rank
+}
+
+func (e *Endpoint) isend(to int, tag transport.Tag, m payload, n int) transport.Request {
 	if err := transport.CheckPeer("send", to, e.cfg.Size); err != nil {
 		return transport.Completed(err)
 	}
@@ -477,14 +558,14 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 		return transport.Completed(transport.ErrClosed)
 	}
 	if to == e.cfg.Rank {
-		if err := e.m.Deliver(to, tag, b); err != nil {
+		if err := e.m.Deliver(to, tag, m.one); err != nil {
 			return transport.Completed(transport.ErrClosed)
 		}
 		return okReq
 	}
-	if uint64(len(b)) > e.maxMsg {
+	if uint64(n) > e.maxMsg {
 		return transport.Completed(&transport.PeerError{Op: "send", Peer: to,
-			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", len(b), e.maxMsg)})
+			Err: fmt.Errorf("message of %d bytes exceeds MaxMessage %d", n, e.maxMsg)})
 	}
 	p := e.peers[to]
 	p.mu.Lock()
@@ -509,21 +590,21 @@ func (e *Endpoint) Isend(to int, tag transport.Tag, b []byte) transport.Request 
 	// messages"). A large message goes by CMA where it would have to wait
 	// for slots, or where it is one of a stream under its tag.
 	idle := !p.busy && p.qhead == len(p.queue)
-	if idle && !p.streaming(tag, len(b)) && p.out.free() >= p.out.slotsFor(len(b)) {
-		p.out.write(tag, b)
+	if idle && !p.streaming(tag, m, n) && p.out.free() >= p.out.slotsFor(n) {
+		p.out.write(tag, m, n)
 		e.copySent.Add(1)
 		p.mu.Unlock()
 		return okReq
 	}
 	r := transport.NewRequest()
-	it := sendItem{tag: tag, b: b, req: r}
-	if idle && p.cma(len(b)) && p.out.free() > 0 {
+	it := sendItem{tag: tag, m: m, n: n, req: r}
+	if idle && p.pullable(m, n) && p.out.free() > 0 {
 		// A message the peer pulls: its descriptor is published now,
 		// so that the peer can start pulling at once. Left to the
 		// sender goroutine, it waited until this goroutine let go of
 		// the processor (a rank bound to one core runs with GOMAXPROCS
 		// 1), while the peer waited for it (BENCHMARKS.md, 64 MiB).
-		it.pull = p.publishCMA(tag, b)
+		it.pull = p.publishCMA(tag, m, n)
 	}
 	p.queue = append(p.queue, it)
 	p.mu.Unlock()
@@ -562,20 +643,22 @@ func (r *ring) slotsFor(n int) uint64 {
 	return (uint64(n) + uint64(r.cap) - 1) / uint64(r.cap)
 }
 
-// write copies a message that fits in the free slots and publishes it.
-func (r *ring) write(tag transport.Tag, b []byte) {
+// write copies a message of total bytes that fits in the free slots and
+// publishes it.
+func (r *ring) write(tag transport.Tag, m payload, total int) {
+	c, left := m.cursor(), total
 	first := true
-	for first || len(b) > 0 {
-		n := min(len(b), int(r.cap))
+	for first || left > 0 {
+		n := min(left, int(r.cap))
 		h := slotHdr{kind: kindCont, chunk: uint32(n)}
 		if first {
-			h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(len(b))}
+			h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(total)}
 			first = false
 		}
 		s := r.slot(r.pos)
 		putSlot(s, h)
-		copy(s[slotHdrSize:], b[:n])
-		b = b[n:]
+		c.read(s[slotHdrSize : slotHdrSize+n])
+		left -= n
 		r.pos++
 	}
 	r.publish()
@@ -616,9 +699,9 @@ func (p *peer) sender() {
 			p.mu.Unlock()
 			var err error
 			if it.pull != 0 {
-				err = p.sendPulled(it.tag, it.b, it.pull)
+				err = p.sendPulled(it.tag, it.m, it.n, it.pull)
 			} else {
-				err = p.send(it.tag, it.b)
+				err = p.send(it.tag, it.m, it.n)
 			}
 			if err != nil {
 				p.mu.Lock()
@@ -643,7 +726,7 @@ func (p *peer) failQueueLocked() {
 	}
 	for _, it := range p.queue[p.qhead:] {
 		if it.pull != 0 {
-			p.awaitPull(it.b, it.pull) // the peer must not pull b once the send is over
+			p.awaitPull(it.m, it.pull) // the peer must not pull m once the send is over
 		}
 		it.req.Complete(err)
 	}
@@ -665,8 +748,8 @@ const copyFirst = 4
 // streaming counts a send of n bytes under tag and reports whether it is
 // one of a stream of large messages under that tag, past copyFirst, which
 // goes by CMA even when it fits in the ring. p.mu is held.
-func (p *peer) streaming(tag transport.Tag, n int) bool {
-	if !p.cma(n) {
+func (p *peer) streaming(tag transport.Tag, m payload, n int) bool {
+	if !p.pullable(m, n) {
 		return false
 	}
 	if tag != p.streamTag {
@@ -703,40 +786,66 @@ func (p *peer) cma(n int) bool {
 	return t > 0 && n >= t && !p.cmaOff.Load()
 }
 
+// maxPullIov is the most buffers one descriptor names (a vectored
+// send's pieces): process_vm_readv takes at most IOV_MAX (1024) remote
+// buffers a call, and the descriptor's pairs must fit in one slot.
+const maxPullIov = 1024
+
+// pullable says whether message m of n bytes to p goes by cross-memory
+// attach: its size does (cma), and a vectored one's pieces fit in one
+// descriptor.
+func (p *peer) pullable(m payload, n int) bool {
+	if !p.cma(n) {
+		return false
+	}
+	return m.vec == nil || len(m.vec) <= min(maxPullIov, int(p.out.cap)/cmaIovSize)
+}
+
 // send sends a message from the sender goroutine: by CMA, its address
 // published and the sender waiting until the reader has copied it with
 // process_vm_readv, or else by copy through the ring.
-func (p *peer) send(tag transport.Tag, b []byte) error {
-	if p.cma(len(b)) {
+func (p *peer) send(tag transport.Tag, m payload, n int) error {
+	if p.pullable(m, n) {
 		if p.out.free() == 0 {
 			if err := p.waitSpace(); err != nil {
 				return err
 			}
 		}
-		return p.sendPulled(tag, b, p.publishCMA(tag, b))
+		return p.sendPulled(tag, m, n, p.publishCMA(tag, m, n))
 	}
 	p.e.copySent.Add(1)
-	return p.writeWaiting(tag, b)
+	return p.writeWaiting(tag, m, n)
 }
 
 // sendPulled ends a send whose descriptor is published (the pull-th): it
-// waits for the peer's pull, and sends b by copy if the peer refused.
-func (p *peer) sendPulled(tag transport.Tag, b []byte, pull uint64) error {
-	refused, err := p.awaitPull(b, pull)
+// waits for the peer's pull, and sends m by copy if the peer refused.
+func (p *peer) sendPulled(tag transport.Tag, m payload, n int, pull uint64) error {
+	refused, err := p.awaitPull(m, pull)
 	if !refused {
 		return err
 	}
 	p.e.copySent.Add(1)
-	return p.writeWaiting(tag, b)
+	return p.writeWaiting(tag, m, n)
 }
 
-// publishCMA writes b's descriptor into the ring's next slot, which is
-// free, publishes it, and returns its number among the descriptors.
-func (p *peer) publishCMA(tag transport.Tag, b []byte) uint64 {
+// publishCMA writes m's descriptor into the ring's next slot, which is
+// free, publishes it, and returns its number among the descriptors: the
+// address of one buffer (kindCMA), or the address and length of each
+// piece of a vectored send (kindCMAV).
+func (p *peer) publishCMA(tag transport.Tag, m payload, n int) uint64 {
 	r := p.out
 	s := r.slot(r.pos)
-	putSlot(s, slotHdr{kind: kindCMA, chunk: cmaDescSize, tag: tag, total: uint64(len(b))})
-	binary.LittleEndian.PutUint64(s[slotHdrSize:], uint64(uintptr(unsafe.Pointer(&b[0]))))
+	if m.vec == nil {
+		putSlot(s, slotHdr{kind: kindCMA, chunk: cmaDescSize, tag: tag, total: uint64(n)})
+		binary.LittleEndian.PutUint64(s[slotHdrSize:], uint64(uintptr(unsafe.Pointer(&m.one[0]))))
+	} else {
+		putSlot(s, slotHdr{kind: kindCMAV, chunk: uint32(len(m.vec) * cmaIovSize), tag: tag, total: uint64(n)})
+		d := s[slotHdrSize:]
+		for i, b := range m.vec {
+			binary.LittleEndian.PutUint64(d[i*cmaIovSize:], uint64(uintptr(unsafe.Pointer(&b[0]))))
+			binary.LittleEndian.PutUint64(d[i*cmaIovSize+8:], uint64(len(b)))
+		}
+	}
 	r.pos++
 	r.cmaSeq++
 	// The state word before head: the reader claims the descriptor only
@@ -753,7 +862,7 @@ func (p *peer) publishCMA(tag transport.Tag, b []byte) uint64 {
 // reader will not use what it may still copy, so b is the caller's again
 // at once, however long the reader stays stopped. If the reader ended
 // the pull first, that is the outcome.
-func (p *peer) awaitPull(b []byte, want uint64) (refused bool, err error) {
+func (p *peer) awaitPull(m payload, want uint64) (refused bool, err error) {
 	r := p.out
 	done := func() bool { return cmaEnded(r.cmaState, want) }
 	ready := func() bool {
@@ -763,7 +872,8 @@ func (p *peer) awaitPull(b []byte, want uint64) (refused bool, err error) {
 		park(r.spaceSeq, r.writerSleep, ready)
 	}
 	st := cmaRevoke(r.cmaState, want) // the pull's state if it ended first
-	runtime.KeepAlive(b)
+	runtime.KeepAlive(m.one)
+	runtime.KeepAlive(m.vec)
 	switch st {
 	case cmaRevoked:
 		if err := p.linkErr(); err != nil {
@@ -783,26 +893,27 @@ func (p *peer) awaitPull(b []byte, want uint64) (refused bool, err error) {
 
 // writeWaiting writes a message of any length, publishing slot by slot
 // and waiting for the reader to free slots.
-func (p *peer) writeWaiting(tag transport.Tag, b []byte) error {
+func (p *peer) writeWaiting(tag transport.Tag, m payload, total int) error {
 	r := p.out
+	c, left := m.cursor(), total
 	first := true
-	for first || len(b) > 0 {
+	for first || left > 0 {
 		if r.free() == 0 {
 			if err := p.waitSpace(); err != nil {
 				return err
 			}
 		}
-		for k := r.free(); k > 0 && (first || len(b) > 0); k-- {
-			n := min(len(b), int(r.cap))
+		for k := r.free(); k > 0 && (first || left > 0); k-- {
+			n := min(left, int(r.cap))
 			h := slotHdr{kind: kindCont, chunk: uint32(n)}
 			if first {
-				h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(len(b))}
+				h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(total)}
 				first = false
 			}
 			s := r.slot(r.pos)
 			putSlot(s, h)
-			copy(s[slotHdrSize:], b[:n])
-			b = b[n:]
+			c.read(s[slotHdrSize : slotHdrSize+n])
+			left -= n
 			r.pos++
 		}
 		r.publish()
@@ -837,10 +948,13 @@ func (p *peer) drain() {
 			p.end(err)
 			return
 		}
-		if h.kind == kindCMA {
-			addr := binary.LittleEndian.Uint64(r.mem[r.chunkOff:])
+		if h.kind == kindCMA || h.kind == kindCMAV {
+			err := p.descriptor(h)
 			p.release()
-			if err := p.pull(h.tag, int(h.total), uintptr(addr)); err != nil {
+			if err == nil {
+				err = p.pull(h.tag, int(h.total))
+			}
+			if err != nil {
 				p.end(err)
 				return
 			}
@@ -856,7 +970,32 @@ func (p *peer) drain() {
 	}
 }
 
-// pull copies a message of n bytes at addr in the peer's memory with
+// descriptor reads the held descriptor slot of header h into p.riov,
+// checking that a vectored one's buffers are not empty and add up to its
+// total.
+func (p *peer) descriptor(h slotHdr) error {
+	d := p.in.mem[p.in.chunkOff:][:h.chunk]
+	p.riov = p.riov[:0]
+	if h.kind == kindCMA {
+		p.riov = append(p.riov, unix.RemoteIovec{Base: uintptr(binary.LittleEndian.Uint64(d)), Len: int(h.total)})
+		return nil
+	}
+	var sum uint64
+	for i := 0; i < len(d); i += cmaIovSize {
+		addr, n := binary.LittleEndian.Uint64(d[i:]), binary.LittleEndian.Uint64(d[i+8:])
+		if n == 0 || n > h.total-sum {
+			return fmt.Errorf("%w: cma descriptor's buffer %d of %d bytes in a message of %d", transport.ErrProtocol, i/cmaIovSize, n, h.total)
+		}
+		sum += n
+		p.riov = append(p.riov, unix.RemoteIovec{Base: uintptr(addr), Len: int(n)})
+	}
+	if sum != h.total {
+		return fmt.Errorf("%w: cma descriptor's buffers hold %d bytes of a message of %d", transport.ErrProtocol, sum, h.total)
+	}
+	return nil
+}
+
+// pull copies a message of n bytes at p.riov in the peer's memory with
 // process_vm_readv into the posted receive, or into a buffer for the
 // unexpected queue, then tells the sender it may reuse its buffer. The
 // first time, a one-byte probe finds out whether the kernel lets this
@@ -866,7 +1005,8 @@ func (p *peer) drain() {
 // after: a descriptor the sender revoked is not read, and what was read
 // of one it revoked meanwhile is dropped; either way the drain ends with
 // errRevoked.
-func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
+func (p *peer) pull(tag transport.Tag, n int) error {
+	addr := p.riov[0].Base
 	r := p.in
 	r.cmaSeq++
 	k := r.cmaSeq
@@ -890,9 +1030,15 @@ func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
 		p.cmaChecked = true
 	}
 	if pr := p.e.m.Claim(p.rank, tag); pr != nil {
-		buf := pr.Buf()
-		m := min(len(buf), n)
-		err := p.readv(buf[:m], addr)
+		local := pr.Bufs()
+		if local == nil {
+			p.lone[0] = pr.Buf()
+			local = p.lone[:]
+		}
+		want := pr.Len()
+		m := min(want, n)
+		err := p.readvv(local, m)
+		p.lone[0] = nil
 		if !p.cmaDone(k, cmaPulled) {
 			pr.Complete(p.failRecv(errRevoked))
 			return errRevoked
@@ -903,7 +1049,7 @@ func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
 			pr.Complete(p.failRecv(err))
 			return err
 		case m != n:
-			pr.Complete(transport.LengthError(p.rank, len(buf), n))
+			pr.Complete(transport.LengthError(p.rank, want, n))
 		default:
 			p.e.cmaPulled.Add(1)
 			pr.Complete(nil)
@@ -911,7 +1057,9 @@ func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
 		return nil
 	}
 	buf := scratch.Get(n)
-	err := p.readv(buf, addr)
+	p.lone[0] = buf
+	err := p.readvv(p.lone[:], n)
+	p.lone[0] = nil
 	if !p.cmaDone(k, cmaPulled) {
 		scratch.Put(buf)
 		return errRevoked
@@ -925,27 +1073,83 @@ func (p *peer) pull(tag transport.Tag, n int, addr uintptr) error {
 	return nil
 }
 
-// readv reads len(b) bytes at addr in the peer's memory into b.
+// readv reads len(b) bytes at addr in the peer's memory into b (the
+// probe: once a peer).
 func (p *peer) readv(b []byte, addr uintptr) error {
 	for len(b) > 0 {
-		p.liov[0] = unix.Iovec{Base: &b[0]}
-		p.liov[0].SetLen(len(b))
-		p.riov[0] = unix.RemoteIovec{Base: addr, Len: len(b)}
-		n, err := p.e.cfg.readv(p.pid, p.liov[:], p.riov[:], 0)
+		liov := []unix.Iovec{{Base: &b[0]}}
+		liov[0].SetLen(len(b))
+		riov := []unix.RemoteIovec{{Base: addr, Len: len(b)}}
+		n, err := p.e.cfg.readv(p.pid, liov, riov, 0)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			p.liov[0] = unix.Iovec{}
 			return err
 		}
 		if n <= 0 {
-			p.liov[0] = unix.Iovec{}
 			return unix.EFAULT
 		}
 		b, addr = b[n:], addr+uintptr(n)
 	}
-	p.liov[0] = unix.Iovec{} // keep no pointer to the user's buffer
+	return nil
+}
+
+// readvv reads the first m bytes of the peer's buffers p.riov into the
+// local buffers in turn, with as few process_vm_readv calls as the
+// kernel allows (IOV_MAX buffers a side, partial reads resumed).
+func (p *peer) readvv(local [][]byte, m int) error {
+	li, loff := 0, 0                 // local position: buffer li, byte loff
+	ri, roff := 0, 0                 // remote position
+	defer func() { clear(p.liov) }() // keep no pointer to the user's buffers
+	for m > 0 {
+		p.liov = p.liov[:0]
+		for i, off, k := li, loff, 0; i < len(local) && k < m && len(p.liov) < maxPullIov; i, off = i+1, 0 {
+			b := local[i][off:]
+			if len(b) == 0 {
+				continue
+			}
+			b = b[:min(len(b), m-k)]
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			p.liov = append(p.liov, v)
+			k += len(b)
+		}
+		remote := p.rwin[:0]
+		for i, off, k := ri, roff, 0; i < len(p.riov) && k < m && len(remote) < maxPullIov; i, off = i+1, 0 {
+			v := p.riov[i]
+			v.Base += uintptr(off)
+			v.Len = min(v.Len-off, m-k)
+			remote = append(remote, v)
+			k += v.Len
+		}
+		p.rwin = remote
+		n, err := p.e.cfg.readv(p.pid, p.liov, remote, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return unix.EFAULT
+		}
+		m -= n
+		for k := n; k > 0; {
+			c := min(k, len(local[li])-loff)
+			k, loff = k-c, loff+c
+			if loff == len(local[li]) {
+				li, loff = li+1, 0
+			}
+		}
+		for k := n; k > 0; {
+			c := min(k, p.riov[ri].Len-roff)
+			k, roff = k-c, roff+c
+			if roff == p.riov[ri].Len {
+				ri, roff = ri+1, 0
+			}
+		}
+	}
 	return nil
 }
 

@@ -39,6 +39,8 @@ func Run(t *testing.T, newMesh MeshFunc) {
 		{"WaitDeadline", testWaitDeadline},
 		{"PeerClosed", testPeerClosed},
 		{"BadPeer", testBadPeer},
+		{"Vectored", testVectored},
+		{"VectoredWrongLength", testVectoredWrongLength},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newMesh) })
@@ -479,4 +481,152 @@ func checkLeak(t *testing.T, before int) {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	t.Fatalf("goroutine leak: %d before the suite, %d after\n%s", before, n, buf)
+}
+
+// cut cuts msg into pieces of the given lengths in turn (0: an empty
+// piece), the last piece taking what is left.
+func cut(msg []byte, lens ...int) [][]byte {
+	var bufs [][]byte
+	for _, n := range lens {
+		n = min(n, len(msg))
+		bufs = append(bufs, msg[:n:n])
+		msg = msg[n:]
+	}
+	return append(bufs, msg)
+}
+
+// testVectored: an endpoint with vectored messages (transport.VecEndpoint)
+// sends and receives them as ordinary messages: IsendV to Irecv, Isend to
+// IrecvV, and IsendV to IrecvV cut otherwise, of no pieces, one, many and
+// empty ones, small and large (past a ring's wrap and the eager and
+// pulled thresholds of the transports here), the receive posted before
+// and after the message, and to oneself. Skipped where the endpoint has
+// none.
+func testVectored(t *testing.T, newMesh MeshFunc) {
+	ctx := ctxFor(t)
+	eps := mesh(t, newMesh, 2)
+	v0, ok0 := eps[0].(transport.VecEndpoint)
+	v1, ok1 := eps[1].(transport.VecEndpoint)
+	if !ok0 || !ok1 {
+		t.Skip("no vectored messages")
+	}
+	if v0.Vectored(1) != v1.Vectored(0) {
+		t.Fatalf("Vectored differs between the ends of a link: %v, %v", v0.Vectored(1), v1.Vectored(0))
+	}
+	type shape struct {
+		n          int
+		send, recv []int // piece lengths (nil: a plain message)
+	}
+	shapes := []shape{
+		{0, []int{}, nil},
+		{0, nil, []int{}},
+		{0, []int{0, 0}, []int{0}},
+		{10, []int{10}, nil},
+		{10, nil, []int{3, 0}},
+		{100, []int{1, 0, 49, 0}, []int{50, 50}},
+		{70 << 10, []int{8 << 10, 0, 20 << 10}, []int{35 << 10}},
+		{300 << 10, []int{100 << 10, 100 << 10}, nil},
+		{300 << 10, nil, []int{1, 150 << 10, 0}},
+		{1<<20 + 3, []int{256 << 10, 256 << 10, 256 << 10, 256 << 10}, []int{1 << 19, 1, 0, 1 << 19}},
+		{3 << 20, []int{1 << 20, 0, 1 << 20}, []int{512 << 10, 512 << 10, 512 << 10, 512 << 10, 512 << 10}},
+		{4 << 20, []int{64 << 10, 64 << 10, 64 << 10, 64 << 10, 64 << 10, 64 << 10, 64 << 10, 64 << 10}, []int{2 << 20}},
+	}
+	send := func(ep transport.Endpoint, to int, tag transport.Tag, msg []byte, lens []int) transport.Request {
+		if lens == nil {
+			return ep.Isend(to, tag, msg)
+		}
+		return ep.(transport.VecEndpoint).IsendV(to, tag, cut(msg, lens...))
+	}
+	recv := func(ep transport.Endpoint, from int, tag transport.Tag, buf []byte, lens []int) transport.Request {
+		if lens == nil {
+			return ep.Irecv(from, tag, buf)
+		}
+		return ep.(transport.VecEndpoint).IrecvV(from, tag, cut(buf, lens...))
+	}
+	for i, sh := range shapes {
+		for _, postFirst := range []bool{true, false} {
+			for _, to := range []int{1, 0} { // to the peer, and to oneself
+				msg, buf := pattern(sh.n, i), make([]byte, sh.n)
+				var s, r transport.Request
+				if postFirst {
+					r = recv(eps[to], 0, 3, buf, sh.recv)
+					s = send(eps[0], to, 3, msg, sh.send)
+				} else {
+					s = send(eps[0], to, 3, msg, sh.send)
+					r = recv(eps[to], 0, 3, buf, sh.recv)
+				}
+				what := fmt.Sprintf("%d bytes cut %v to %v, posted first %v, to %d", sh.n, sh.send, sh.recv, postFirst, to)
+				wait(t, ctx, "recv of "+what, r)
+				wait(t, ctx, "send of "+what, s)
+				if !bytes.Equal(buf, msg) {
+					t.Fatalf("%s: corrupt", what)
+				}
+			}
+		}
+	}
+	// A stream of vectored messages in both directions at once, to go
+	// round the rings and through the pulled path's hand-offs.
+	const rounds = 12
+	var reqs []transport.Request
+	var msgs, bufs [][]byte
+	for i := range rounds {
+		for _, from := range []int{0, 1} {
+			n := (i%4)*(300<<10) + 1000*i + 1
+			msg, buf := pattern(n, 100+i), make([]byte, n)
+			msgs, bufs = append(msgs, msg), append(bufs, buf)
+			reqs = append(reqs, send(eps[from], 1-from, 4, msg, []int{n / 3, 0, n / 3}))
+			reqs = append(reqs, recv(eps[1-from], from, 4, buf, []int{n / 2, 1}))
+		}
+	}
+	for i, r := range reqs {
+		wait(t, ctx, fmt.Sprintf("stream request %d", i), r)
+	}
+	for i := range msgs {
+		if !bytes.Equal(bufs[i], msgs[i]) {
+			t.Fatalf("stream message %d corrupt", i)
+		}
+	}
+}
+
+// testVectoredWrongLength: a vectored receive of another length than
+// the message fails as Irecv does, with the common prefix in its pieces,
+// and the link stays in step.
+func testVectoredWrongLength(t *testing.T, newMesh MeshFunc) {
+	ctx := ctxFor(t)
+	eps := mesh(t, newMesh, 2)
+	v0, ok0 := eps[0].(transport.VecEndpoint)
+	v1, ok1 := eps[1].(transport.VecEndpoint)
+	if !ok0 || !ok1 {
+		t.Skip("no vectored messages")
+	}
+	for _, tc := range []struct{ sent, want int }{{10, 5}, {5, 10}, {0, 1}, {1, 0}, {600 << 10, 599 << 10}, {599 << 10, 600 << 10}} {
+		for _, postFirst := range []bool{true, false} {
+			var r, s transport.Request
+			msg, buf := pattern(tc.sent, tc.want), make([]byte, tc.want)
+			sv, rv := cut(msg, tc.sent/3, 0, tc.sent/3), cut(buf, tc.want/2)
+			if postFirst {
+				r = v1.IrecvV(0, 1, rv)
+				s = v0.IsendV(1, 1, sv)
+			} else {
+				s = v0.IsendV(1, 1, sv)
+				r = v1.IrecvV(0, 1, rv)
+			}
+			err := r.Wait(ctx)
+			var pe *transport.PeerError
+			if !errors.Is(err, transport.ErrLength) || !errors.As(err, &pe) || pe.Peer != 0 {
+				t.Fatalf("sent %d, vectored receive of %d: got %v, want a PeerError for peer 0 wrapping ErrLength", tc.sent, tc.want, err)
+			}
+			if k := min(tc.sent, tc.want); !bytes.Equal(buf[:k], msg[:k]) {
+				t.Fatalf("sent %d, vectored receive of %d: the common prefix was not delivered", tc.sent, tc.want)
+			}
+			s.Wait(ctx)
+			got := make([]byte, 3)
+			s = v0.IsendV(1, 1, [][]byte{[]byte("a"), nil, []byte("bc")})
+			wait(t, ctx, "recv after mismatch", eps[1].Irecv(0, 1, got))
+			wait(t, ctx, "send after mismatch", s)
+			if string(got) != "abc" {
+				t.Fatalf("after mismatch got %q", got)
+			}
+		}
+	}
 }
