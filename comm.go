@@ -21,6 +21,7 @@ import (
 	"github.com/goccl/goccl/internal/notice"
 	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/internal/scratch"
+	"github.com/goccl/goccl/internal/slab"
 	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
@@ -342,9 +343,9 @@ type peers struct {
 // that were handed out.
 func (p *peers) reset() {
 	p.peersHead = peersHead{}
-	p.reqs.reset()
-	p.fpReqs.reset()
-	p.fpBufs.reset()
+	p.reqs.Reset()
+	p.fpReqs.Reset()
+	p.fpBufs.Reset()
 }
 
 // peersHead is peers less its slabs.
@@ -358,7 +359,7 @@ type peersHead struct {
 	waitOn      atomic.Int32 // 1 + the group rank a receive waits on (call_trace.go), 0: none
 	fp          fingerprint  // this call's (call_fingerprint.go)
 	check       bool         // send and check fingerprints
-	sent, heard peerSet      // peers the first message went to / came from
+	sent, heard slab.RankSet // peers the first message went to / came from
 	after       device.Event // on a framework's stream: the event the call's device work waits on (device_stream.go)
 	drain       func()       // after a failure on device memory: wait for the call's device work (device_path.go)
 }
@@ -367,61 +368,9 @@ type peersHead struct {
 // messages (msgBuf), handed out once each: an exchange of a few messages
 // allocates none (they live in the call).
 type peerMsgs struct {
-	reqs   slab[request]
-	fpReqs slab[fpRecv]
-	fpBufs slab[[fpLen + fpSmall]byte]
-}
-
-// slab hands out values one at a time without an allocation each: the
-// first few from inside it, the rest from blocks. A value it has handed
-// out stays where it is (a full block is left to its users, not grown).
-// Like peers, it is not safe for concurrent use.
-type slab[T any] struct {
-	inline [2]T
-	n      int
-	block  []T
-}
-
-// next returns a zero value that no one else has.
-func (s *slab[T]) next() *T {
-	if s.n < len(s.inline) {
-		s.n++
-		return &s.inline[s.n-1]
-	}
-	if len(s.block) == cap(s.block) {
-		s.block = make([]T, 0, 16)
-	}
-	s.block = s.block[:len(s.block)+1]
-	return &s.block[len(s.block)-1]
-}
-
-// reset makes s zero again: it clears the inline values it handed out and
-// leaves its block to the garbage collector (its users may still hold
-// pointers into it).
-func (s *slab[T]) reset() {
-	clear(s.inline[:min(s.n, len(s.inline))])
-	s.n, s.block = 0, nil
-}
-
-// peerSet is a set of ranks, without allocation up to 64 ranks.
-type peerSet struct {
-	low  uint64
-	high map[int]bool
-}
-
-// add adds r and reports whether it was new.
-func (s *peerSet) add(r int) bool {
-	if r < 64 {
-		had := s.low&(1<<r) != 0
-		s.low |= 1 << r
-		return !had
-	}
-	if s.high == nil {
-		s.high = map[int]bool{}
-	}
-	had := s.high[r]
-	s.high[r] = true
-	return !had
+	reqs   slab.Slab[request]
+	fpReqs slab.Slab[fpRecv]
+	fpBufs slab.Slab[[fpLen + fpSmall]byte]
 }
 
 var (
@@ -441,19 +390,19 @@ func (p *peers) Reduce(dst, src []byte) error {
 }
 
 func (p *peers) Isend(to int, b []byte) algo.Request {
-	if p.check && p.sent.add(to) {
+	if p.check && p.sent.Add(to) {
 		return p.sendFirst(to, b)
 	}
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: to, dir: "->", r: p.c.shared.ep.Isend(p.c.ranks[to], p.tag, b)}
 	return r
 }
 
 func (p *peers) Irecv(from int, b []byte) algo.Request {
-	if p.check && p.heard.add(from) {
+	if p.check && p.heard.Add(from) {
 		return p.recvFirst(from, b)
 	}
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: from, dir: "<-", r: p.c.shared.ep.Irecv(p.c.ranks[from], p.tag, b)}
 	return r
 }
@@ -561,26 +510,13 @@ func reducer(k reduceop.Kernel, dt reduceop.DType, op reduceop.Op) func(dst, src
 	if op == reduceop.Avg {
 		op = reduceop.Sum
 	}
-	if _, ok := k.(reduceop.Host); ok && int(dt) < len(hostReducers) && int(op) < len(hostReducers[dt]) {
-		if f := hostReducers[dt][op]; f != nil {
+	if _, ok := k.(reduceop.Host); ok {
+		if f := reduceop.HostFunc(dt, op); f != nil {
 			return f // made once: a call on the latency path allocates none
 		}
 	}
 	return func(dst, src []byte) error { return k.Reduce(dt, op, dst, src) }
 }
-
-// hostReducers holds reducer's functions for the host kernel, by dtype
-// and op.
-var hostReducers = func() (t [32][16]func(dst, src []byte) error) {
-	for dt := range t {
-		for _, op := range reduceop.Ops {
-			if reduceop.DType(dt).Valid() && int(op) < len(t[dt]) {
-				t[dt][op] = func(dst, src []byte) error { return (reduceop.Host{}).Reduce(reduceop.DType(dt), op, dst, src) }
-			}
-		}
-	}
-	return t
-}()
 
 // SetAlgorithm forces an algorithm family for the collectives started
 // after it returns ("" goes back to the cost model). Every rank must call

@@ -37,6 +37,7 @@ var importRules = []struct {
 	{"internal/scratch", nil},
 	{"internal/testutil", nil},
 	{"internal/notice", []string{"transport"}},
+	{"internal/slab", nil},
 
 	// The internal machines the root adapts: no root, and only what
 	// their own job needs.

@@ -31,17 +31,17 @@ func (p *peers) IsendV(to int, bufs [][]byte) algo.Request {
 		return p.Isend(to, packed(bufs))
 	}
 	dst := p.c.ranks[to]
-	if p.check && p.sent.add(to) {
+	if p.check && p.sent.Add(to) {
 		if transport.VecLen(bufs) <= fpInline {
 			// Inline behind the fingerprint: a copy of at most fpInline bytes.
 			return p.sendFirst(to, packed(bufs))
 		}
 		fr := p.c.shared.ep.Isend(dst, p.tag, p.fp[:])
-		r := p.reqs.next()
+		r := p.reqs.Next()
 		*r = request{p: p, peer: to, dir: "->", r: v.IsendV(dst, p.tag, bufs), first: fr}
 		return r
 	}
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: to, dir: "->", r: v.IsendV(dst, p.tag, bufs)}
 	return r
 }
@@ -49,7 +49,7 @@ func (p *peers) IsendV(to int, bufs [][]byte) algo.Request {
 // IrecvV implements algo.VecPeers.
 func (p *peers) IrecvV(from int, bufs [][]byte) algo.Request {
 	v, ok := p.c.shared.ep.(transport.VecEndpoint)
-	if !ok || p.check && !p.heard.has(from) && transport.VecLen(bufs) <= fpInline {
+	if !ok || p.check && !p.heard.Has(from) && transport.VecLen(bufs) <= fpInline {
 		// No vectored receives, or a first message small enough to
 		// carry its fingerprint inline: received whole and scattered (a
 		// copy of at most fpInline bytes where the endpoint has them).
@@ -57,15 +57,15 @@ func (p *peers) IrecvV(from int, bufs [][]byte) algo.Request {
 		return scatterRecv{p.Irecv(from, m), m, bufs}
 	}
 	src := p.c.ranks[from]
-	if p.check && p.heard.add(from) {
+	if p.check && p.heard.Add(from) {
 		m, pooled := p.msgBuf(fpLen)
 		clear(m)
 		fr := p.c.shared.ep.Irecv(src, p.tag, m)
-		r := p.fpReqs.next()
+		r := p.fpReqs.Next()
 		*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: v.IrecvV(src, p.tag, bufs), first: fr}, msg: m, pooled: pooled}
 		return r
 	}
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: from, dir: "<-", r: v.IrecvV(src, p.tag, bufs)}
 	return r
 }
@@ -91,12 +91,4 @@ func (r scatterRecv) Wait(ctx context.Context) error {
 	}
 	transport.Scatter(r.bufs, r.m)
 	return nil
-}
-
-// has reports whether r is in the set.
-func (s *peerSet) has(r int) bool {
-	if r < 64 {
-		return s.low&(1<<r) != 0
-	}
-	return s.high[r]
 }

@@ -137,3 +137,22 @@ func (Host) Reduce(dt DType, op Op, dst, src []byte) error { return Apply(dt, op
 
 // Scale divides every element of dst by n; see Scale.
 func (Host) Scale(dt DType, dst []byte, n int) error { return Scale(dt, dst, n) }
+
+// HostFunc returns Apply for dt and op as a function of the two buffers,
+// made once for every valid DType and Op (a caller on the latency path
+// allocates none), or nil for a dtype or op that is not one.
+func HostFunc(dt DType, op Op) func(dst, src []byte) error {
+	if int(dt) >= len(hostFuncs) || int(op) >= len(hostFuncs[dt]) {
+		return nil
+	}
+	return hostFuncs[dt][op]
+}
+
+var hostFuncs = func() (t [lastDType + 1][BXor + 1]func(dst, src []byte) error) {
+	for _, dt := range DTypes {
+		for _, op := range Ops {
+			t[dt][op] = func(dst, src []byte) error { return Apply(dt, op, dst, src) }
+		}
+	}
+	return t
+}()

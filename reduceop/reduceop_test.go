@@ -878,3 +878,22 @@ func TestDTypeNames(t *testing.T) {
 		t.Error("DType(16) is valid")
 	}
 }
+
+// Every dtype and op has its function made once, and it is Apply.
+func TestHostFunc(t *testing.T) {
+	for _, dt := range DTypes {
+		for _, op := range Ops {
+			f := HostFunc(dt, op)
+			if f == nil {
+				t.Fatalf("no function for %v %v", dt, op)
+			}
+			dst, src := make([]byte, 2*dt.Size()), make([]byte, 2*dt.Size())
+			if err, want := f(dst, src), Apply(dt, op, make([]byte, 2*dt.Size()), src); (err == nil) != (want == nil) {
+				t.Errorf("%v %v: %v, Apply says %v", dt, op, err, want)
+			}
+		}
+	}
+	if HostFunc(0, Sum) != nil || HostFunc(Float32, 0) != nil || HostFunc(200, Sum) != nil {
+		t.Error("a function for an invalid dtype or op")
+	}
+}
