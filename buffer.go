@@ -133,44 +133,15 @@ func (v *view) ofNamed(buf any) error {
 		return fmt.Errorf("unsupported buffer type %T", buf)
 	}
 	et := rv.Type().Elem()
-	var dt reduceop.DType
-	switch et.Kind() {
-	case reflect.Float32:
-		dt = reduceop.Float32
-	case reflect.Float64:
-		dt = reduceop.Float64
-	case reflect.Int8:
-		dt = reduceop.Int8
-	case reflect.Int16:
-		dt = reduceop.Int16
-	case reflect.Int32:
-		dt = reduceop.Int32
-	case reflect.Int64:
-		dt = reduceop.Int64
-	case reflect.Uint8:
-		dt = reduceop.Uint8
-	case reflect.Uint16:
-		switch et {
-		case f16Type:
-			dt = reduceop.Float16
-		case bf16Type:
-			dt = reduceop.BFloat16
-		default:
-			dt = reduceop.Uint16 // a named uint16 may be a 16-bit float: As says which
-		}
-	case reflect.Uint32:
-		dt = reduceop.Uint32
-	case reflect.Uint64:
-		dt = reduceop.Uint64
-	case reflect.Bool:
-		dt = reduceop.Bool
-	case reflect.Complex64:
-		dt = reduceop.Complex64
-	case reflect.Complex128:
-		dt = reduceop.Complex128
-	case reflect.Int, reflect.Uint, reflect.Uintptr:
+	dt, ok := kindDTypes[et.Kind()]
+	switch {
+	case et.Kind() == reflect.Uint16 && et == f16Type:
+		dt = reduceop.Float16
+	case et.Kind() == reflect.Uint16 && et == bf16Type:
+		dt = reduceop.BFloat16
+	case et.Kind() == reflect.Int || et.Kind() == reflect.Uint || et.Kind() == reflect.Uintptr:
 		return fmt.Errorf("unsupported buffer type %T: %v has a platform-dependent size; use a sized type such as int64", buf, et)
-	default:
+	case !ok:
 		return fmt.Errorf("unsupported buffer type %T", buf)
 	}
 	v.dt, v.n, v.dev = dt, rv.Len(), nil
@@ -180,6 +151,16 @@ func (v *view) ofNamed(buf any) error {
 		v.b = unsafe.Slice((*byte)(rv.UnsafePointer()), v.n*dt.Size())
 	}
 	return nil
+}
+
+// kindDTypes is the dtype of each kind of element a named slice type may
+// have. A named uint16 is a uint16: it may be a 16-bit float, which As
+// says (reduceop's own F16 and BF16 aside).
+var kindDTypes = map[reflect.Kind]reduceop.DType{
+	reflect.Float32: reduceop.Float32, reflect.Float64: reduceop.Float64,
+	reflect.Int8: reduceop.Int8, reflect.Int16: reduceop.Int16, reflect.Int32: reduceop.Int32, reflect.Int64: reduceop.Int64,
+	reflect.Uint8: reduceop.Uint8, reflect.Uint16: reduceop.Uint16, reflect.Uint32: reduceop.Uint32, reflect.Uint64: reduceop.Uint64,
+	reflect.Bool: reduceop.Bool, reflect.Complex64: reduceop.Complex64, reflect.Complex128: reduceop.Complex128,
 }
 
 // Typed is a host buffer with an explicit dtype: the value As returns, which

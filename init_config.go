@@ -335,32 +335,7 @@ func resolve(o *options) error {
 				return fmt.Errorf("goccl: %w: %s: comms_log_units: %w", ErrInvalid, in, err)
 			}
 		}
-		e := commslog.ConfigFromEnv(o.getenv)
-		set := func(name string) bool { return o.getenv(name) != "" }
-		if set(commslog.EnvEnabled) {
-			c.Enabled = e.Enabled
-		}
-		if set(commslog.EnvVerbose) {
-			c.Verbose = e.Verbose
-		}
-		if set(commslog.EnvProfAll) {
-			c.ProfAll = e.ProfAll
-		}
-		if set(commslog.EnvProfOps) {
-			c.ProfOps = e.ProfOps
-		}
-		if set(commslog.EnvDebug) {
-			c.Debug = e.Debug
-		}
-		if set(commslog.EnvStraggler) {
-			c.Straggler = e.Straggler
-		}
-		if set(commslog.EnvUnits) {
-			c.Units = e.Units
-		}
-		if set(commslog.EnvStyle) {
-			c.Style = e.Style
-		}
+		commslog.OverlayEnv(&c, o.getenv)
 		o.logCfg = &c
 	}
 

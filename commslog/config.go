@@ -81,6 +81,38 @@ func ConfigFromEnv(getenv func(string) string) Config {
 	return c
 }
 
+// OverlayEnv sets, in c, each field whose environment variable getenv
+// has a value for, and leaves the others as they are: the environment
+// over a configuration file, field by field.
+func OverlayEnv(c *Config, getenv func(string) string) {
+	e := ConfigFromEnv(getenv)
+	set := func(name string) bool { return getenv(name) != "" }
+	if set(EnvEnabled) {
+		c.Enabled = e.Enabled
+	}
+	if set(EnvVerbose) {
+		c.Verbose = e.Verbose
+	}
+	if set(EnvProfAll) {
+		c.ProfAll = e.ProfAll
+	}
+	if set(EnvProfOps) {
+		c.ProfOps = e.ProfOps
+	}
+	if set(EnvDebug) {
+		c.Debug = e.Debug
+	}
+	if set(EnvStraggler) {
+		c.Straggler = e.Straggler
+	}
+	if set(EnvUnits) {
+		c.Units = e.Units
+	}
+	if set(EnvStyle) {
+		c.Style = e.Style
+	}
+}
+
 func envBool(s string) bool {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if s == "yes" || s == "on" {
