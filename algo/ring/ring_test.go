@@ -270,7 +270,7 @@ func TestAllGatherVec(t *testing.T) {
 // AllReduceVec over Flat is the golden one of AllReduce.
 func TestAllReduceVecFlatTranscript(t *testing.T) {
 	run := func(fn func(ctx context.Context, p algo.Peers, buf []byte) error) string {
-		w := algotest.World{Size: 4, ElemSize: 8, Reduce: algotest.SumInt64}
+		w := algotest.World{Size: 4, ElemSize: 8, Reduce: algotest.SumInt64, Record: true}
 		st, err := w.Run(context.Background(), func(ctx context.Context, p algo.Peers) error {
 			return fn(ctx, p, make([]byte, 10*8))
 		})
@@ -280,6 +280,9 @@ func TestAllReduceVecFlatTranscript(t *testing.T) {
 		return st.TranscriptText()
 	}
 	flat := run(ring.AllReduce)
+	if len(flat) == 0 {
+		t.Fatal("no transcript recorded")
+	}
 	vec := run(func(ctx context.Context, p algo.Peers, buf []byte) error {
 		return ring.Options{}.AllReduceVec(ctx, p, algo.Flat(buf))
 	})
