@@ -61,9 +61,10 @@ type callHead struct {
 // agreed is what every rank must agree on, sent in the fingerprint (see
 // call_fingerprint.go).
 type agreed struct {
-	count int64 // -1 where ranks legitimately differ
-	redop reduceop.Op
-	root  int
+	count  int64 // -1 where ranks legitimately differ
+	redop  reduceop.Op
+	root   int
+	layout uint8 // a coalesced call's buffer lengths, hashed (coalesced.go); 0: one buffer
 	// silent: every rank agrees the call has no elements, so it sends no
 	// message and so no fingerprint of its own; exec gives it the ring
 	// of fingerprints that rooted calls have (rootChecked).

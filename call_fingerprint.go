@@ -41,7 +41,7 @@ func setFP(f *fingerprint, k *call, group uint64, tag transport.Tag) {
 	if k.chunk > 0 {
 		chunk = uint8(bits.Len(uint(k.chunk)) - 1)
 	}
-	f.Set(wire.OpNumber(k.op), k.dt, k.redop, chunk, k.c.segLog, k.root, group, k.count, wire.Seq(tag))
+	f.Set(wire.OpNumber(k.op), k.dt, k.redop, chunk, k.c.segLog, k.layout, k.root, group, k.count, wire.Seq(tag))
 }
 
 // fpSmall is the longest payload whose first message is built in a

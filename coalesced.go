@@ -2,6 +2,8 @@ package goccl
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/fnv"
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/algo/ring"
@@ -45,7 +47,7 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 		return checked(c.allReduceView(name, &views[0], op, "")).exec(ctx)
 	}
 	if parts, ok := c.inPlace(views, algo.AllReduce); ok {
-		return c.allReduceParts(name, parts, dt, total, op).exec(ctx)
+		return c.allReduceParts(name, parts, dt, total, op).laidOut(views).exec(ctx)
 	}
 	flat := scratch.Get(total * dt.Size())
 	defer scratch.Put(flat)
@@ -53,7 +55,8 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
 	fv := view{dt: dt, n: total, b: flat}
-	if err := checked(c.allReduceView(name, &fv, op, "")).exec(ctx); err != nil {
+	k, err := c.allReduceView(name, &fv, op, "")
+	if err := checked(k.laidOut(views), err).exec(ctx); err != nil {
 		return err
 	}
 	return c.unpack(ctx, flat, views)
@@ -136,7 +139,7 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 		return checked(c.allGatherv(name, svs[0], rvs[0], equalCounts(c.Size(), total), rvs[0].bytes())).exec(ctx)
 	}
 	if _, ok := c.inPlace(svs, algo.AllGather); ok && !anyDevice(rvs) {
-		return c.allGatherParts(name, svs, rvs, total).exec(ctx)
+		return c.allGatherParts(name, svs, rvs, total).laidOut(svs).exec(ctx)
 	}
 	esz := svs[0].dt.Size()
 	n := c.Size()
@@ -148,7 +151,8 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 	if err := c.pack(ctx, mine.b, svs); err != nil {
 		return &Error{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}
-	if err := checked(c.allGatherv(name, mine, fv, equalCounts(n, total), fv.bytes())).exec(ctx); err != nil {
+	k, err := c.allGatherv(name, mine, fv, equalCounts(n, total), fv.bytes())
+	if err := checked(k.laidOut(svs), err).exec(ctx); err != nil {
 		return err
 	}
 	// flat holds, for each rank j, that rank's send buffers packed; move
@@ -168,6 +172,27 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 	}
 	c.shared.packed.Add(int64(total * esz * n))
 	return nil
+}
+
+// laidOut puts the lengths of a coalesced call's buffers in its
+// fingerprint (a hash in a byte, never 0), so that ranks whose lists add
+// up alike but are cut otherwise fail with ErrMismatch instead of
+// reducing the joined runs: on a vectored link a range is one message
+// whatever its cut. k may be nil (an argument error).
+func (k *call) laidOut(views []view) *call {
+	if k == nil {
+		return k
+	}
+	h := fnv.New32a()
+	var b [8]byte
+	for _, v := range views {
+		binary.LittleEndian.PutUint64(b[:], uint64(v.n))
+		h.Write(b[:])
+	}
+	if k.layout = uint8(h.Sum32()); k.layout == 0 {
+		k.layout = 1
+	}
+	return k
 }
 
 func anyDevice(views []view) bool {

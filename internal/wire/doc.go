@@ -20,13 +20,15 @@
 // Fingerprint (32 bytes), the first bytes of a call's first message from
 // one rank to another:
 //
-//	0    2    3       4       5       6     7   8      12           16      24    32
-//	| GF | op | dtype | redop | chunk | seg | - | root | group id lo | count | seq |
+//	0    2    3       4       5       6     7        8      12           16      24    32
+//	| GF | op | dtype | redop | chunk | seg | layout | root | group id lo | count | seq |
 //
 // op numbers commslog's op names from 1; chunk is log2 of the message
 // size a device buffer is cut into (0: host memory, whole messages); seg
 // log2 of the segment size the group's pipelined algorithms use (0: their
-// default); root is -1 for a call without one. Two other kinds share the
+// default); layout a coalesced call's hash of its buffers' lengths (0: one
+// buffer), so that ranks whose lists differ but add up alike disagree;
+// root is -1 for a call without one. Two other kinds share the
 // layout of the group and sequence fields: "GS" (a stray message: one
 // that arrived for a call its receiver had finished) and "GL" (a rank
 // that left: it closed its communicator after count... seq calls).

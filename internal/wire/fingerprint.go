@@ -30,6 +30,7 @@ type Call struct {
 	Redop    reduceop.Op    // 0: none
 	ChunkLog uint8          // log2 of a device buffer's messages; 0: host memory
 	SegLog   uint8          // log2 of the group's segments; 0: the default
+	Layout   uint8          // a coalesced call's hash of its buffers' lengths; 0: one buffer
 	Root     int            // -1: none
 	Group    uint32         // the low 32 bits of the group id
 	Count    int64          // elements; -1 where ranks may differ
@@ -64,9 +65,9 @@ func OpNumber(op string) uint8 {
 // stores: a fingerprint is made on every call and read at once in 8-byte
 // words (Put, Equal), and a wider read of narrower stores that have not
 // reached the cache yet waits until they have. op is OpNumber's.
-func (f *Fingerprint) Set(op uint8, dt reduceop.DType, redop reduceop.Op, chunkLog, segLog uint8, root int, group uint64, count int64, seq uint64) {
+func (f *Fingerprint) Set(op uint8, dt reduceop.DType, redop reduceop.Op, chunkLog, segLog, layout uint8, root int, group uint64, count int64, seq uint64) {
 	binary.LittleEndian.PutUint64(f[0:], 'G'|'F'<<8|uint64(op)<<16|
-		uint64(uint8(dt))<<24|uint64(uint8(redop))<<32|uint64(chunkLog)<<40|uint64(segLog)<<48)
+		uint64(uint8(dt))<<24|uint64(uint8(redop))<<32|uint64(chunkLog)<<40|uint64(segLog)<<48|uint64(layout)<<56)
 	binary.LittleEndian.PutUint64(f[8:], uint64(uint32(int32(root)))|uint64(uint32(group))<<32)
 	binary.LittleEndian.PutUint64(f[16:], uint64(count))
 	binary.LittleEndian.PutUint64(f[24:], seq)
@@ -75,7 +76,7 @@ func (f *Fingerprint) Set(op uint8, dt reduceop.DType, redop reduceop.Op, chunkL
 // NewFingerprint returns the fingerprint of c.
 func NewFingerprint(c Call) Fingerprint {
 	var f Fingerprint
-	f.Set(OpNumber(c.Op), c.DType, c.Redop, c.ChunkLog, c.SegLog, c.Root, uint64(c.Group), c.Count, c.Seq)
+	f.Set(OpNumber(c.Op), c.DType, c.Redop, c.ChunkLog, c.SegLog, c.Layout, c.Root, uint64(c.Group), c.Count, c.Seq)
 	return f
 }
 
@@ -128,6 +129,7 @@ func (f *Fingerprint) Parse() (Call, bool) {
 		Redop:    reduceop.Op(f[4]),
 		ChunkLog: f[5],
 		SegLog:   f[6],
+		Layout:   f[7],
 		Root:     int(int32(binary.LittleEndian.Uint32(f[8:]))),
 		Group:    f.Group(),
 		Count:    int64(binary.LittleEndian.Uint64(f[16:])),
@@ -191,6 +193,9 @@ func (f Fingerprint) String() string {
 	}
 	if c.SegLog != 0 {
 		args = append(args, fmt.Sprintf("segments of %d bytes", 1<<c.SegLog))
+	}
+	if c.Layout != 0 {
+		args = append(args, fmt.Sprintf("buffer lengths #%02x", c.Layout))
 	}
 	if c.Root >= 0 {
 		args = append(args, fmt.Sprintf("root=%d", c.Root))
