@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 )
@@ -31,7 +32,7 @@ func (c *Comm) allGather(send, recv any) (*call, error) {
 
 // allGatherv gathers sv into rv with per-rank counts.
 func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) (*call, error) {
-	a, fn := c.pickAllGather(rv.bytes())
+	a, fn := pick(c, algo.AllGather, rv.bytes(), "", allGatherAlgos)
 	k := c.newCall(name, rv.dt, logBytes, a).agree(rv.n, 0, -1)
 	p := c.peers(k, rv.dt, nil)
 	esz := rv.dt.Size()

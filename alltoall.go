@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 )
@@ -81,7 +82,7 @@ func (c *Comm) allToAll(send any, sendCounts []int, recv any, recvCounts []int) 
 // sc and receive counts rc. count is what every rank must agree on (-1:
 // nothing beyond the dtype).
 func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int, count int) *call {
-	a, fn := c.pickAllToAll(rv.bytes())
+	a, fn := pick(c, algo.AllToAll, rv.bytes(), "", allToAllAlgos)
 	bytes := 0
 	for _, p := range parts {
 		bytes += p.bytes()

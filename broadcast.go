@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
@@ -28,7 +29,7 @@ func (c *Comm) broadcast(buf any, root int) (*call, error) {
 	if err := c.checkRoot(name, root); err != nil {
 		return nil, err
 	}
-	a, fn := c.pickBroadcast(v.bytes())
+	a, fn := pick(c, algo.Broadcast, v.bytes(), "", broadcastAlgos)
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, 0, root)
 	p := c.peers(k, v.dt, nil)
 	isRoot := c.rank == root
@@ -84,7 +85,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 	if err := c.checkOp(name, op, &v); err != nil {
 		return nil, err
 	}
-	a, fn := c.pickReduce(v.bytes())
+	a, fn := pick(c, algo.Reduce, v.bytes(), "", reduceAlgos)
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, root)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	isRoot := c.rank == root

@@ -102,31 +102,3 @@ func pick[F any](c *Comm, coll algo.Collective, bytes int, force algo.Algorithm,
 func (c *Comm) pickAllReduce(bytes int, force algo.Algorithm) (algo.Algorithm, algo.AllReduceFunc) {
 	return pick(c, algo.AllReduce, bytes, force, allReduceAlgos)
 }
-
-func (c *Comm) pickBroadcast(bytes int) (algo.Algorithm, algo.BroadcastFunc) {
-	return pick(c, algo.Broadcast, bytes, "", broadcastAlgos)
-}
-
-func (c *Comm) pickReduce(bytes int) (algo.Algorithm, algo.ReduceFunc) {
-	return pick(c, algo.Reduce, bytes, "", reduceAlgos)
-}
-
-func (c *Comm) pickAllGather(bytes int) (algo.Algorithm, algo.AllGatherFunc) {
-	return pick(c, algo.AllGather, bytes, "", allGatherAlgos)
-}
-
-func (c *Comm) pickReduceScatter(bytes int) (algo.Algorithm, algo.ReduceScatterFunc) {
-	return pick(c, algo.ReduceScatter, bytes, "", reduceScatterAlgos)
-}
-
-func (c *Comm) pickGather(bytes int) (algo.Algorithm, algo.GatherFunc) {
-	return pick(c, algo.Gather, bytes, "", gatherAlgos)
-}
-
-func (c *Comm) pickScatter(bytes int) (algo.Algorithm, algo.ScatterFunc) {
-	return pick(c, algo.Scatter, bytes, "", scatterAlgos)
-}
-
-func (c *Comm) pickAllToAll(bytes int) (algo.Algorithm, algo.AllToAllFunc) {
-	return pick(c, algo.AllToAll, bytes, "", allToAllAlgos)
-}

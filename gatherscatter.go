@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 )
@@ -26,7 +27,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 	if err != nil {
 		return err
 	}
-	a, fn := c.pickGather(sv.bytes() * n)
+	a, fn := pick(c, algo.Gather, sv.bytes()*n, "", gatherAlgos)
 	k := c.newCall(name, sv.dt, sv.bytes()*n, a).agree(sv.n, 0, root)
 	p := c.peers(k, sv.dt, nil)
 	counts := equalCounts(n, sv.n)
@@ -118,7 +119,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 	if err != nil {
 		return err
 	}
-	a, fn := c.pickScatter(rv.bytes() * n)
+	a, fn := pick(c, algo.Scatter, rv.bytes()*n, "", scatterAlgos)
 	k := c.newCall(name, rv.dt, rv.bytes()*n, a).agree(rv.n, 0, root)
 	p := c.peers(k, rv.dt, nil)
 	counts := equalCounts(n, rv.n)

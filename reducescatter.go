@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 
+	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
@@ -41,7 +42,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 		total += n
 	}
 	esz := rv.dt.Size()
-	a, fn := c.pickReduceScatter(total * esz)
+	a, fn := pick(c, algo.ReduceScatter, total*esz, "", reduceScatterAlgos)
 	k := c.newCall(name, rv.dt, total*esz, a).agree(total, op, -1)
 	kern := reduceop.Host{}
 	p := c.peers(k, rv.dt, reducer(kern, rv.dt, op))
