@@ -45,7 +45,7 @@ import (
 // a verdict while it is still listening takes it.
 
 // Tags of the notices: the group id all ones is never given to a group
-// (childID), and transport/tcp's goodbye tag is all ones.
+// (wire.GroupID), and transport/tcp's goodbye tag is all ones.
 const (
 	tagWaitNotice  = wire.WaitTag
 	tagAbortNotice = wire.AbortTag

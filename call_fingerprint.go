@@ -52,7 +52,7 @@ const fpSmall = 32
 // came from the scratch pool (it goes back there once done).
 func (p *peers) msgBuf(n int) (m []byte, pooled bool) {
 	if n <= fpLen+fpSmall {
-		return p.fpBufs.next()[:n], false
+		return p.fpBufs.Next()[:n], false
 	}
 	return scratch.Get(n), true
 }
@@ -64,7 +64,7 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 		m, pooled := p.msgBuf(fpLen + len(b))
 		copy(m, p.fp[:])
 		copy(m[fpLen:], b)
-		r := p.reqs.next()
+		r := p.reqs.Next()
 		*r = request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, m)}
 		if pooled {
 			r.scratch = m
@@ -72,7 +72,7 @@ func (p *peers) sendFirst(to int, b []byte) algo.Request {
 		return r
 	}
 	fr := ep.Isend(dst, p.tag, p.fp[:])
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: to, dir: "->", r: ep.Isend(dst, p.tag, b), first: fr}
 	return r
 }
@@ -84,14 +84,14 @@ func (p *peers) recvFirst(from int, b []byte) algo.Request {
 	if len(b) <= fpInline {
 		m, pooled := p.msgBuf(fpLen + len(b))
 		clear(m[:fpLen]) // a shorter message must not leave an old fingerprint here
-		r := p.fpReqs.next()
+		r := p.fpReqs.Next()
 		*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, m)}, msg: m, dst: b, pooled: pooled}
 		return r
 	}
 	m, pooled := p.msgBuf(fpLen)
 	clear(m)
 	fr := ep.Irecv(src, p.tag, m)
-	r := p.fpReqs.next()
+	r := p.fpReqs.Next()
 	*r = fpRecv{request: request{p: p, peer: from, dir: "<-", r: ep.Irecv(src, p.tag, b), first: fr}, msg: m, pooled: pooled}
 	return r
 }

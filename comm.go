@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"os"
@@ -15,12 +14,14 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/flight"
 	"github.com/goccl/goccl/internal/notice"
 	"github.com/goccl/goccl/internal/rendezvous"
 	"github.com/goccl/goccl/internal/scratch"
+	"github.com/goccl/goccl/internal/slab"
 	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/reduceop"
 	"github.com/goccl/goccl/transport"
@@ -50,7 +51,8 @@ type Comm struct {
 	rank   int    // rank in this group
 	ranks  []int  // group rank -> endpoint (world) rank
 	opts   options
-	board  *board // small collectives in shared memory (call_board.go), or nil
+	board  *board         // small collectives in shared memory (call_board.go), or nil
+	be     *backend.Group // the backend calls are delegated to (backend.go), or nil
 
 	track    callTrack     // the collectives started on this group, and which are finished (call_order.go)
 	p2pMu    sync.Mutex    // posts a point-to-point header and payload together (p2p.go)
@@ -106,6 +108,7 @@ type options struct {
 	algo    algo.Algorithm   // WithAlgorithm's argument, until parsed into algos
 	algos   []algo.Algorithm // the families allowed (GOCCL_ALGO); nil: the cost model's choice
 	noCheck bool             // no fingerprints (WithMismatchCheck(false))
+	backend string           // GOCCL_BACKEND (backend.go)
 	logCfg  *commslog.Config
 	getenv  func(string) string
 
@@ -215,8 +218,11 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.boarder, _ = ep.(transport.Boarder)
 	sh.segments, _ = ep.(transport.SegmentHinter)
 	c.segLog = segmentLog(sh.segments, ranks, c.rank)
-	var err error
-	if c.board, err = newBoard(c, sh.boarder); err != nil {
+	err := c.openBackend() // a backend's calls never run on the board: it drops the boarder
+	if err == nil {
+		c.board, err = newBoard(c, sh.boarder)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("goccl: rank %d: %w", c.rank, err)
 	}
 	sh.groups.Store(uint64(0), c)
@@ -270,6 +276,9 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.board.close()
+	if c.be != nil {
+		defer c.be.Close() // after the endpoint: a backend may end the job
+	}
 	if c.id != 0 {
 		return nil
 	}
@@ -322,16 +331,6 @@ func (c *Comm) nextTag() transport.Tag {
 	return wire.CollectiveTag(c.id, c.track.seq)
 }
 
-func childID(parent, n uint64, ranks []int) uint64 {
-	h := fnv.New64a()
-	fmt.Fprint(h, parent, n, ranks)
-	id := h.Sum64() & (1<<24 - 1)
-	if id == 0 || id == 1<<24-1 { // 0 is the world; all ones would reach transport/tcp's goodbye tag
-		id = 1
-	}
-	return id
-}
-
 // peers adapts a communicator to algo.Peers for one collective call.
 type peers struct {
 	peersHead
@@ -342,9 +341,9 @@ type peers struct {
 // that were handed out.
 func (p *peers) reset() {
 	p.peersHead = peersHead{}
-	p.reqs.reset()
-	p.fpReqs.reset()
-	p.fpBufs.reset()
+	p.reqs.Reset()
+	p.fpReqs.Reset()
+	p.fpBufs.Reset()
 }
 
 // peersHead is peers less its slabs.
@@ -358,7 +357,7 @@ type peersHead struct {
 	waitOn      atomic.Int32 // 1 + the group rank a receive waits on (call_trace.go), 0: none
 	fp          fingerprint  // this call's (call_fingerprint.go)
 	check       bool         // send and check fingerprints
-	sent, heard peerSet      // peers the first message went to / came from
+	sent, heard slab.Ranks   // peers the first message went to / came from
 	after       device.Event // on a framework's stream: the event the call's device work waits on (device_stream.go)
 	drain       func()       // after a failure on device memory: wait for the call's device work (device_path.go)
 }
@@ -367,61 +366,9 @@ type peersHead struct {
 // messages (msgBuf), handed out once each: an exchange of a few messages
 // allocates none (they live in the call).
 type peerMsgs struct {
-	reqs   slab[request]
-	fpReqs slab[fpRecv]
-	fpBufs slab[[fpLen + fpSmall]byte]
-}
-
-// slab hands out values one at a time without an allocation each: the
-// first few from inside it, the rest from blocks. A value it has handed
-// out stays where it is (a full block is left to its users, not grown).
-// Like peers, it is not safe for concurrent use.
-type slab[T any] struct {
-	inline [2]T
-	n      int
-	block  []T
-}
-
-// next returns a zero value that no one else has.
-func (s *slab[T]) next() *T {
-	if s.n < len(s.inline) {
-		s.n++
-		return &s.inline[s.n-1]
-	}
-	if len(s.block) == cap(s.block) {
-		s.block = make([]T, 0, 16)
-	}
-	s.block = s.block[:len(s.block)+1]
-	return &s.block[len(s.block)-1]
-}
-
-// reset makes s zero again: it clears the inline values it handed out and
-// leaves its block to the garbage collector (its users may still hold
-// pointers into it).
-func (s *slab[T]) reset() {
-	clear(s.inline[:min(s.n, len(s.inline))])
-	s.n, s.block = 0, nil
-}
-
-// peerSet is a set of ranks, without allocation up to 64 ranks.
-type peerSet struct {
-	low  uint64
-	high map[int]bool
-}
-
-// add adds r and reports whether it was new.
-func (s *peerSet) add(r int) bool {
-	if r < 64 {
-		had := s.low&(1<<r) != 0
-		s.low |= 1 << r
-		return !had
-	}
-	if s.high == nil {
-		s.high = map[int]bool{}
-	}
-	had := s.high[r]
-	s.high[r] = true
-	return !had
+	reqs   slab.Slab[request]
+	fpReqs slab.Slab[fpRecv]
+	fpBufs slab.Slab[[fpLen + fpSmall]byte]
 }
 
 var (
@@ -441,19 +388,19 @@ func (p *peers) Reduce(dst, src []byte) error {
 }
 
 func (p *peers) Isend(to int, b []byte) algo.Request {
-	if p.check && p.sent.add(to) {
+	if p.check && p.sent.Add(to) {
 		return p.sendFirst(to, b)
 	}
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: to, dir: "->", r: p.c.shared.ep.Isend(p.c.ranks[to], p.tag, b)}
 	return r
 }
 
 func (p *peers) Irecv(from int, b []byte) algo.Request {
-	if p.check && p.heard.add(from) {
+	if p.check && p.heard.Add(from) {
 		return p.recvFirst(from, b)
 	}
-	r := p.reqs.next()
+	r := p.reqs.Next()
 	*r = request{p: p, peer: from, dir: "<-", r: p.c.shared.ep.Irecv(p.c.ranks[from], p.tag, b)}
 	return r
 }
