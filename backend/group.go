@@ -56,6 +56,9 @@ type Group struct {
 	// rank has issued, which the search for the rank behind exchanges.
 	issued atomic.Uint64
 	fps    chan fpItem
+	mu     sync.Mutex         // mine
+	mine   []wire.Fingerprint // this rank's fingerprints the previous rank's have not met yet
+	more   chan struct{}      // mine grew
 	stop   context.CancelFunc
 	ctx    context.Context
 }
@@ -88,7 +91,7 @@ func NewWorld(be Comm, l Links) *Group {
 }
 
 func newGroup(be Comm, w *world) *Group {
-	g := &Group{be: be, w: w, fps: make(chan fpItem, fpLag)}
+	g := &Group{be: be, w: w, fps: make(chan fpItem, fpLag), more: make(chan struct{}, 1)}
 	g.next.Store(1)
 	g.ctx, g.stop = context.WithCancel(w.ctx)
 	return g
@@ -258,13 +261,15 @@ func check(ctx context.Context, stop <-chan struct{}, i int) error {
 }
 
 // backoff: a wait spins first (a small call completes in microseconds),
-// then yields, then sleeps up to 200us between tests.
+// then yields for a while, then sleeps up to 50us between tests. A
+// library's nonblocking collectives may progress only inside Test (Open
+// MPI's do), so a long sleep would stretch every round of a large one.
 func backoff(i int) {
 	switch {
 	case i < 256:
-	case i < 2048:
+	case i < 1<<16:
 		runtime.Gosched()
 	default:
-		time.Sleep(min(time.Duration(i-2047)*time.Microsecond, 200*time.Microsecond))
+		time.Sleep(min(time.Duration(i-1<<16+1)*time.Microsecond, 50*time.Microsecond))
 	}
 }

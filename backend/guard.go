@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/internal/wire"
+	"github.com/goccl/goccl/transport"
 )
 
 // The guard: what goccl checks beside a backend's calls, over its own
@@ -19,8 +20,9 @@ import (
 // for the comparison; at most fpLag calls may be issued ahead of it, so
 // a difference is found a few calls behind at most, and aborts the
 // communicator with ErrMismatch naming the left neighbour and both calls
-// (Links.Mismatch). Cost: one 32-byte message per rank and call, off the
-// call's path.
+// (Links.Mismatch). Cost: 32 bytes per rank and call, sent in batches of
+// what queued since the last (a count, then the fingerprints: two
+// messages a batch), off the call's path.
 //
 // The rank behind. A call that reaches its deadline asks every other
 // member, over goccl's links, for the number of the last call it issued
@@ -37,13 +39,17 @@ type fpItem struct {
 	fp    wire.Fingerprint
 }
 
-// ring compares each call's fingerprint with the previous rank's.
+// ring sends this rank's fingerprints to the next rank, in batches (what
+// has queued since the last batch went: a count, then the fingerprints),
+// and compares the previous rank's with them, in order. Its goroutines
+// park, never spin: the call's own wait polls the library, and a spinning
+// guard would take its CPU.
 func (g *Group) ring() {
 	l := g.links
 	n := len(l.Ranks)
-	right, left := l.Ranks[(l.Rank+1)%n], (l.Rank+n-1)%n
+	right := l.Ranks[(l.Rank+1)%n]
 	tag := wire.BackendFPTag(l.ID)
-	var theirs wire.Fingerprint
+	go g.compare()
 	for {
 		var it fpItem
 		select {
@@ -51,18 +57,78 @@ func (g *Group) ring() {
 		case <-g.ctx.Done():
 			return
 		}
-		out := l.EP.Isend(right, tag, it.fp[:])
-		in := l.EP.Irecv(l.Ranks[left], tag, theirs[:])
-		if in.Wait(g.ctx) != nil {
-			return // the endpoint closed (an abort, Close): nothing to compare
+		batch := []wire.Fingerprint{it.fp}
+	drain:
+		for len(batch) < 64 {
+			select {
+			case it = <-g.fps:
+				batch = append(batch, it.fp)
+			default:
+				break drain
+			}
 		}
-		if theirs != it.fp {
-			mine, other := it.fp, theirs
-			l.Mismatch(left, &mine, &other)
+		g.mu.Lock()
+		g.mine = append(g.mine, batch...)
+		g.mu.Unlock()
+		select {
+		case g.more <- struct{}{}:
+		default:
+		}
+		msg := make([]byte, 8+wire.FPLen*len(batch))
+		binary.LittleEndian.PutUint64(msg, uint64(len(batch)))
+		for i := range batch {
+			copy(msg[8+i*wire.FPLen:], batch[i][:])
+		}
+		l.EP.Isend(right, tag, msg[:8])
+		l.EP.Isend(right, tag, msg[8:])
+	}
+}
+
+// compare receives the previous rank's batches and compares each of its
+// fingerprints with this rank's call of the same place.
+func (g *Group) compare() {
+	l := g.links
+	n := len(l.Ranks)
+	left := (l.Rank + n - 1) % n
+	tag := wire.BackendFPTag(l.ID)
+	wait := func(r transport.Request) bool {
+		select {
+		case <-r.Done():
+			return r.Err() == nil // else the endpoint closed: an abort, Close
+		case <-g.ctx.Done():
+			return false
+		}
+	}
+	var hdr [8]byte
+	for {
+		if !wait(l.EP.Irecv(l.Ranks[left], tag, hdr[:])) {
 			return
 		}
-		if out.Wait(g.ctx) != nil {
+		body := make([]byte, wire.FPLen*int(binary.LittleEndian.Uint64(hdr[:])))
+		if !wait(l.EP.Irecv(l.Ranks[left], tag, body)) {
 			return
+		}
+		for len(body) > 0 {
+			var theirs wire.Fingerprint
+			copy(theirs[:], body)
+			body = body[wire.FPLen:]
+			g.mu.Lock()
+			for len(g.mine) == 0 {
+				g.mu.Unlock()
+				select {
+				case <-g.more:
+				case <-g.ctx.Done():
+					return
+				}
+				g.mu.Lock()
+			}
+			mine := g.mine[0]
+			g.mine = g.mine[1:]
+			g.mu.Unlock()
+			if theirs != mine {
+				l.Mismatch(left, &mine, &theirs)
+				return
+			}
 		}
 	}
 }

@@ -498,7 +498,17 @@ func checkDeadline(c *goccl.Comm) {
 			fmt.Printf("MPI-CHECK ok deadline: rank 0 named rank %d\n", late)
 		}
 	}
-	c.Close() // MPI_Abort: a timed-out MPI job cannot go on
+	abortJob(c) // a timed-out MPI job cannot go on
+}
+
+// abortJob ends a check's job as MPI requires after a failed call: Close
+// calls MPI_Abort. Rank 0 goes first, so that its line is out before
+// MPI_Abort kills every rank.
+func abortJob(c *goccl.Comm) {
+	if c.Rank() != 0 {
+		time.Sleep(2 * time.Second)
+	}
+	c.Close()
 	os.Exit(3)
 }
 
@@ -521,6 +531,5 @@ func checkMismatch(c *goccl.Comm) {
 	if c.Rank() == 0 && errors.Is(err, goccl.ErrMismatch) && strings.Contains(msg, "broadcast") && strings.Contains(msg, "all_reduce") {
 		fmt.Printf("MPI-CHECK ok mismatch: %v\n", err)
 	}
-	c.Close()
-	os.Exit(3)
+	abortJob(c)
 }
