@@ -29,6 +29,8 @@ import (
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/backend/mpi"
+	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/device/hostsim"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -39,7 +41,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run()) // not under mpirun: every test skips
 	}
 	ctx := context.Background()
-	c, err := goccl.Init(ctx, goccl.WithBackend("mpi"), goccl.WithTimeout(time.Minute))
+	c, err := goccl.Init(ctx, goccl.WithBackend("mpi"), goccl.WithTimeout(time.Minute),
+		goccl.WithCommsLog(commslog.Config{Enabled: true, ProfAll: true}))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		os.Exit(2)
@@ -173,6 +176,34 @@ func TestMPIAllReduce(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	if sent := c.Traffic().Total().SentBytes - before; sent > 1024 {
 		t.Errorf("a 1 MiB allreduce sent %d bytes over goccl's links", sent)
+	}
+}
+
+// TestMPIFront: what stays goccl's over MPI: the comms logger records
+// the calls (algorithm "mpi"), and a device buffer is refused before
+// anything is sent.
+func TestMPIFront(t *testing.T) {
+	c := need(t)
+	ctx := context.Background()
+	before := c.CommsLog().Len()
+	if err := c.AllReduce(ctx, make([]float32, 4), reduceop.Sum); err != nil {
+		t.Fatal(err)
+	}
+	recs := c.CommsLog().Records()
+	if len(recs) != before+1 || recs[len(recs)-1].Algo != "mpi" || recs[len(recs)-1].Op != commslog.AllReduce {
+		t.Errorf("comms log: %d records before, %d after, last %+v", before, len(recs), recs[len(recs)-1])
+	}
+	d := hostsim.New()
+	defer d.Close()
+	b, err := d.Alloc(reduceop.Float32, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AllReduce(ctx, b, reduceop.Sum); !errors.Is(err, goccl.ErrInvalid) || !strings.Contains(err.Error(), "host buffers only") {
+		t.Errorf("device buffer: %v", err)
+	}
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
