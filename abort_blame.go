@@ -45,7 +45,7 @@ import (
 // a verdict while it is still listening takes it.
 
 // Tags of the notices: the group id all ones is never given to a group
-// (childID), and transport/tcp's goodbye tag is all ones.
+// (wire.GroupID), and transport/tcp's goodbye tag is all ones.
 const (
 	tagWaitNotice  = wire.WaitTag
 	tagAbortNotice = wire.AbortTag
@@ -277,64 +277,20 @@ func (c *Comm) blameStall(ge *Error) *Error {
 	if ge.Peer < 0 || ge.Peer >= len(c.ranks) {
 		return ge
 	}
-	me, n := sh.ep.Rank(), sh.ep.Size()
-	direct := c.ranks[ge.Peer]
-	var b [wire.WaitNoticeLen]byte
-	wire.EncodeWait(b[:], direct)
-	bufs := make([][]byte, n)
-	reqs := make([]transport.Request, n)
-	for q := range n {
-		if q == me {
-			continue
-		}
-		sh.ep.Isend(q, tagWaitNotice, b[:])
-		bufs[q] = make([]byte, wire.WaitNoticeLen)
-		reqs[q] = sh.ep.Irecv(q, tagWaitNotice, bufs[q])
-	}
-	deadline := time.Now().Add(stallGrace(c.opts.timeout))
-	for _, r := range reqs {
-		if r == nil {
-			continue
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		r.Wait(ctx)
-		cancel()
-	}
+	waits := notice.AskWaits(sh.ep, tagWaitNotice, c.ranks[ge.Peer], stallGrace(c.opts.timeout))
 	if lost := sh.lost.Load(); lost >= 0 {
 		// Someone reached a verdict first (or a link broke): take it.
 		return c.renamed(ge, int(lost), "")
 	}
-	waitsOn := map[int]int{me: direct}
-	for q, r := range reqs {
-		if r == nil {
-			continue
-		}
-		select {
-		case <-r.Done():
-			if r.Err() == nil {
-				if w := wire.ParseWait(bufs[q]); w >= 0 && w < n {
-					waitsOn[q] = w
-				}
-			}
-		default:
-		}
+	end, chain, ok := notice.Chain(waits, sh.ep.Rank())
+	if !ok {
+		return ge // the waits loop: no rank stands out, name the direct peer
 	}
-	chain := []string{fmt.Sprint(me)}
-	cur, seen := direct, map[int]bool{me: true}
-	for {
-		if seen[cur] {
-			// The waits loop: no rank stands out, name the direct peer.
-			return ge
-		}
-		seen[cur] = true
-		chain = append(chain, fmt.Sprint(cur))
-		next, ok := waitsOn[cur]
-		if !ok {
-			break
-		}
-		cur = next
+	words := make([]string, len(chain))
+	for i, r := range chain {
+		words[i] = fmt.Sprint(r)
 	}
-	return c.renamed(ge, cur, "waits "+strings.Join(chain, " -> "))
+	return c.renamed(ge, end, "waits "+strings.Join(words, " -> "))
 }
 
 // renamed returns a copy of ge naming world rank culprit, with how the

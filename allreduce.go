@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -56,11 +57,15 @@ func (c *Comm) allReduceView(name string, v *view, op reduceop.Op, force algo.Al
 		k := c.newPooledCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 		c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 		k.arFn, k.arView = fn, *v
+		if c.be != nil {
+			c.delegate(k, false, backend.Call{Coll: backend.AllReduce, Send: v.b, Recv: v.b, DType: v.dt, Op: op})
+		}
 		return k, nil
 	}
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	n, dv := c.Size(), *v // the closure keeps a copy: v stays on its caller's stack
+	c.delegate(k, true, backend.Call{})
 	k.useDevice(v.dev.Device())
 	k.run = func(ctx context.Context) error {
 		return c.onDevice(ctx, p, dv, op, func(dp *devPeers, buf []byte) error {

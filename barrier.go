@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -21,6 +22,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	}
 	k := c.newCall(name, 0, 0, algo.Dissemination)
 	p := c.peers(k, reduceop.Uint8, nil)
+	c.delegate(k, false, backend.Call{Coll: backend.Barrier, DType: reduceop.Uint8})
 	k.run = func(ctx context.Context) error { return barrierFunc(ctx, p) }
 	return k.exec(ctx)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/clock"
@@ -39,7 +40,8 @@ type callHead struct {
 	dt    reduceop.DType
 	algo  string
 	run   func(ctx context.Context) error
-	err   error // an argument error found before the call was ordered
+	err   error         // an argument error found before the call was ordered
+	bc    *backend.Call // the call's data movement, delegated to the backend (backend.go)
 	agreed
 
 	trace   flight.Ticket // its place in the flight recorder's ring (call_trace.go)
@@ -244,6 +246,8 @@ func (k *call) stamp() {
 // body runs the call's collective (exec has set up the rest).
 func (k *call) body(ctx context.Context) error {
 	switch {
+	case k.bc != nil:
+		return k.c.runBackend(ctx, k)
 	case k.onBoard:
 		return k.c.board.run(ctx, k)
 	case k.arFn != nil:

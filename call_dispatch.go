@@ -71,9 +71,13 @@ type cachedPick struct {
 // AlgorithmFor returns the algorithm a collective of bytes per rank on
 // host memory runs with on c as it stands: the one WithAlgorithm,
 // GOCCL_ALGO or SetAlgorithm forces, else the cost model's pick, or
-// "board" where the call runs on the shared board (call_board.go). Every rank
+// "board" where the call runs on the shared board (call_board.go), or
+// the backend's name ("mpi") where a backend runs it. Every rank
 // gets the same answer. goccl bench labels its rows with it.
 func (c *Comm) AlgorithmFor(coll algo.Collective, bytes int) algo.Algorithm {
+	if c.be != nil { // the backend chooses (BackendFor): its name, as the comms log has it
+		return algo.Algorithm(c.be.Name())
+	}
 	if (coll == algo.AllReduce || coll == algo.Barrier) && c.useBoard(bytes, true) {
 		return algoBoard
 	}

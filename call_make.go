@@ -194,6 +194,9 @@ func (k *call) take(async, started bool) {
 	}
 	sh.calls.Lock()
 	k.prev = c.orderLocked(k)
+	if k.bc != nil {
+		k.bc.Order = c.be.Next() // the backend issues its calls in this order
+	}
 	k.issueLocked(now, !async && started, &pcs)
 	sh.calls.Unlock()
 	if c.board != nil && !k.onBoard {

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/internal/flight"
@@ -51,7 +51,8 @@ type Comm struct {
 	rank   int    // rank in this group
 	ranks  []int  // group rank -> endpoint (world) rank
 	opts   options
-	board  *board // small collectives in shared memory (call_board.go), or nil
+	board  *board         // small collectives in shared memory (call_board.go), or nil
+	be     *backend.Group // the backend calls are delegated to (backend.go), or nil
 
 	track    callTrack     // the collectives started on this group, and which are finished (call_order.go)
 	p2pMu    sync.Mutex    // posts a point-to-point header and payload together (p2p.go)
@@ -107,6 +108,7 @@ type options struct {
 	algo    algo.Algorithm   // WithAlgorithm's argument, until parsed into algos
 	algos   []algo.Algorithm // the families allowed (GOCCL_ALGO); nil: the cost model's choice
 	noCheck bool             // no fingerprints (WithMismatchCheck(false))
+	backend string           // GOCCL_BACKEND (backend.go)
 	logCfg  *commslog.Config
 	getenv  func(string) string
 
@@ -216,8 +218,11 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.boarder, _ = ep.(transport.Boarder)
 	sh.segments, _ = ep.(transport.SegmentHinter)
 	c.segLog = segmentLog(sh.segments, ranks, c.rank)
-	var err error
-	if c.board, err = newBoard(c, sh.boarder); err != nil {
+	err := c.openBackend() // a backend's calls never run on the board: it drops the boarder
+	if err == nil {
+		c.board, err = newBoard(c, sh.boarder)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("goccl: rank %d: %w", c.rank, err)
 	}
 	sh.groups.Store(uint64(0), c)
@@ -271,6 +276,9 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.board.close()
+	if c.be != nil {
+		defer c.be.Close() // after the endpoint: a backend may end the job
+	}
 	if c.id != 0 {
 		return nil
 	}
@@ -321,16 +329,6 @@ const (
 func (c *Comm) nextTag() transport.Tag {
 	c.track.seq++
 	return wire.CollectiveTag(c.id, c.track.seq)
-}
-
-func childID(parent, n uint64, ranks []int) uint64 {
-	h := fnv.New64a()
-	fmt.Fprint(h, parent, n, ranks)
-	id := h.Sum64() & (1<<24 - 1)
-	if id == 0 || id == 1<<24-1 { // 0 is the world; all ones would reach transport/tcp's goodbye tag
-		id = 1
-	}
-	return id
 }
 
 // peers adapts a communicator to algo.Peers for one collective call.

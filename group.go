@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/rendezvous"
+	"github.com/goccl/goccl/internal/wire"
 )
 
 // NewGroup makes a communicator of some of c's ranks (torch's new_group).
@@ -52,12 +54,13 @@ func (c *Comm) child(op string, members []int) (*Comm, error) {
 	for i, r := range members {
 		world[i] = c.ranks[r]
 	}
-	if me < 0 {
-		return nil, nil
+	be, err := c.be.SplitOf(members, me) // every rank of c, members or not, as MPI_Comm_split needs
+	if me < 0 || err != nil {
+		return nil, err
 	}
-	g := &Comm{shared: c.shared, id: childID(c.id, n, world), rank: me, ranks: world, opts: c.opts,
-		perHost: hostBlocks(c.shared.perHost, world), segLog: segmentLog(c.shared.segments, world, me)}
-	var err error
+	g := &Comm{shared: c.shared, id: wire.GroupID(c.id, n, world), rank: me, ranks: world, opts: c.opts, be: be,
+		perHost: rendezvous.GroupBlocks(c.shared.perHost, world), segLog: segmentLog(c.shared.segments, world, me)}
+	be.Attach(g.backendLinks())
 	if g.board, err = newBoard(g, c.shared.boarder); err != nil {
 		e := &Error{Op: op, Rank: c.rank, Peer: -1, Err: err}
 		c.abort(e)
@@ -94,9 +97,5 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	for i, m := range ms {
 		members[i] = m.rank
 	}
-	if color == NoColor {
-		c.children.Add(1)
-		return nil, nil
-	}
-	return c.child(name, members)
+	return c.child(name, members) // none for NoColor: ms is empty
 }

@@ -24,7 +24,7 @@ var importRules = []struct {
 	allow []string
 }{
 	// The root: everything below it, nothing above it.
-	{"", []string{"algo", "algo/*", "commslog", "device", "internal/*", "reduceop", "store", "transport", "transport/*"}},
+	{"", []string{"algo", "algo/*", "backend", "backend/*", "commslog", "device", "internal/*", "reduceop", "store", "transport", "transport/*"}},
 
 	// Leaves: nothing of ours.
 	{"reduceop", nil},
@@ -36,8 +36,9 @@ var importRules = []struct {
 	{"internal/refuse", nil},
 	{"internal/scratch", nil},
 	{"internal/testutil", nil},
-	{"internal/notice", []string{"transport"}},
+	{"internal/notice", []string{"internal/wire", "transport"}},
 	{"internal/slab", nil},
+	{"internal/settings", nil},
 
 	// The internal machines the root adapts: no root, and only what
 	// their own job needs.
@@ -46,6 +47,10 @@ var importRules = []struct {
 	{"internal/board", []string{"internal/clock", "internal/cpu", "internal/wire", "reduceop", "transport"}},
 	{"internal/devpath", []string{"algo", "device", "internal/scratch", "internal/wire", "reduceop", "transport"}},
 	{"internal/rendezvous", []string{"internal/*", "store", "transport", "transport/*"}},
+
+	// Backends: the seam (no root), and the libraries behind it.
+	{"backend", []string{"internal/wire", "reduceop", "transport"}},
+	{"backend/*", []string{"backend", "reduceop"}},
 
 	// Algorithms never see a transport.
 	{"algo", []string{"internal/scratch"}},

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/cpu"
 	"github.com/goccl/goccl/internal/launch"
@@ -197,7 +198,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 			algos = fmt.Sprint(o.algos)
 		}
 		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect, "spin", spinString(spin),
-			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos,
+			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos, "backend", backend.Kind(o.backend).Describe(),
 			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
 			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
 		debugLog(log, slog.LevelDebug, "goccl details", "ifname", o.ifname, "store_bind", o.storeBind,

@@ -3,18 +3,18 @@ package goccl
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
+	"github.com/goccl/goccl/internal/settings"
 	"github.com/goccl/goccl/store"
 )
 
@@ -42,7 +42,7 @@ const EnvSpin = "GOCCL_SPIN"
 //	{
 //	  "comms_logger": {"enabled": true, "verbose": false, "prof_all": false,
 //	                   "prof_ops": ["all_reduce"], "debug": false},
-//	  "goccl": {"algorithm": "ring", "timeout": "10m", "transport": "tcp",
+//	  "goccl": {"algorithm": "ring", "backend": "auto", "timeout": "10m", "transport": "tcp",
 //	            "streams": 2, "secret_file": "/run/secrets/goccl"}
 //	}
 type Config struct {
@@ -65,6 +65,7 @@ type GocclConfig struct {
 	ShrinkWait    Duration `json:"shrink_wait"`    // WithShrinkWait
 	MismatchCheck *bool    `json:"mismatch_check"` // WithMismatchCheck
 	Debug         string   `json:"debug"`          // GOCCL_DEBUG: "", info or debug
+	Backend       string   `json:"backend"`        // WithBackend, GOCCL_BACKEND: auto, goccl, nccl or mpi
 
 	Transport  string `json:"transport"`   // WithTransport, GOCCL_TRANSPORT
 	Streams    int    `json:"streams"`     // WithStreams, GOCCL_STREAMS
@@ -91,56 +92,14 @@ type Duration time.Duration
 
 // UnmarshalJSON reads "10m" or 600.
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if u, err := strconv.Unquote(s); err == nil {
-		s = u
-	}
-	v, err := parseSeconds(s)
-	if err != nil {
-		return err
-	}
+	v, err := settings.SecondsJSON(b)
 	*d = Duration(v)
-	return nil
+	return err
 }
 
 // MarshalJSON writes the duration as time.Duration.String does.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
-}
-
-// parseSeconds reads a positive duration: "90s" or a number of seconds.
-func parseSeconds(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil {
-			return 0, fmt.Errorf("%q is neither a duration (90s, 10m) nor a number of seconds", s)
-		}
-		if !(f > 0 && f < 1e9) {
-			return 0, fmt.Errorf("%q seconds is out of range", s)
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%q is not positive", s)
-	}
-	return d, nil
-}
-
-// parseSpin reads GOCCL_SPIN: a duration of at least 0, which turns
-// polling off (a negative Spin to the transports).
-func parseSpin(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("want a duration such as 50us, or 0 for no polling: %w", err)
-	case d < 0:
-		return 0, errors.New("want a duration of at least 0 (0: no polling)")
-	case d == 0:
-		return -1, nil
-	}
-	return d, nil
 }
 
 // LoadConfig reads a configuration file (see Config). A key the file
@@ -192,7 +151,7 @@ func parseConfig(data []byte) (*Config, error) {
 			}
 			c.CommsLogger = &cl
 		case "goccl":
-			err = decodeBlock(top[k], k, &c.Goccl)
+			err = settings.DecodeBlock(top[k], k, &c.Goccl, ErrInvalid)
 		default:
 			err = fmt.Errorf("%w: unknown key %q (the blocks are comms_logger and goccl)", ErrInvalid, k)
 		}
@@ -212,10 +171,13 @@ func (g *GocclConfig) check() error {
 	if _, err := algo.ParseAlgorithms(g.Algorithm); err != nil {
 		return fmt.Errorf("algorithm: %w", err)
 	}
+	if _, err := backend.Parse(g.Backend); err != nil {
+		return err
+	}
 	if g.Streams < 0 {
 		return fmt.Errorf("streams %d is not a positive number", g.Streams)
 	}
-	if _, _, err := parseDebug(g.Debug); err != nil {
+	if _, _, err := settings.Debug(g.Debug); err != nil {
 		return fmt.Errorf("debug: %w", err)
 	}
 	if g.CommsLogUnits != "" {
@@ -224,20 +186,6 @@ func (g *GocclConfig) check() error {
 		}
 	}
 	return nil
-}
-
-// decodeBlock decodes one block, refusing keys v has no field for.
-func decodeBlock(raw json.RawMessage, block string, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("%w: unknown key %s in %q", ErrInvalid, name, block)
-	}
-	return fmt.Errorf("%w: %q: %w", ErrInvalid, block, err)
 }
 
 // WithConfig applies a configuration file's settings (LoadConfig) below
@@ -287,7 +235,7 @@ func resolve(o *options) error {
 			return fmt.Errorf("goccl: %w: timeout must be positive, got %v", ErrInvalid, o.timeout)
 		}
 	case o.getenv(EnvTimeout) != "":
-		d, err := parseSeconds(o.getenv(EnvTimeout))
+		d, err := settings.Seconds(o.getenv(EnvTimeout))
 		if err != nil {
 			return fmt.Errorf("goccl: %w: %s=%w", ErrInvalid, EnvTimeout, err)
 		}
@@ -309,6 +257,19 @@ func resolve(o *options) error {
 	}
 	o.algo, o.algos = "", as
 
+	// Backend (backend.go): refused here if this binary lacks it.
+	if v, from = pick(o.backend, backend.EnvBackend, g.Backend); from == "option" {
+		from = "WithBackend"
+	}
+	k, err := backend.Parse(v)
+	if err == nil {
+		err = backend.Available(k)
+	}
+	if err != nil {
+		return fmt.Errorf("goccl: %w: %s: %w", ErrInvalid, from, err)
+	}
+	o.backend = string(k)
+
 	if o.shrinkWait == 0 {
 		o.shrinkWait = time.Duration(g.ShrinkWait)
 	}
@@ -318,7 +279,7 @@ func resolve(o *options) error {
 
 	// Debug log level (GOCCL_DEBUG).
 	v, from = pick("", EnvDebug, g.Debug)
-	if o.debugLevel, o.debugOn, err = parseDebug(v); err != nil {
+	if o.debugLevel, o.debugOn, err = settings.Debug(v); err != nil {
 		return fmt.Errorf("goccl: %w: %s: %w", ErrInvalid, from, err)
 	}
 
@@ -388,7 +349,7 @@ func resolve(o *options) error {
 		o.handshake = time.Duration(g.HandshakeTimeout)
 	}
 	if v := o.getenv(EnvSpin); v != "" {
-		if o.spin, err = parseSpin(v); err != nil {
+		if o.spin, err = settings.Spin(v); err != nil {
 			return fmt.Errorf("goccl: %w: %s=%q: %v", ErrInvalid, EnvSpin, v, err)
 		}
 	}

@@ -2,11 +2,9 @@ package goccl
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 )
 
 // EnvDebug turns on Init's debug log, like NCCL_DEBUG: "info" logs what
@@ -15,21 +13,6 @@ import (
 // log/slog's TextHandler, each with this process's rank. Unset, empty or
 // "off": nothing is logged and nothing is paid.
 const EnvDebug = "GOCCL_DEBUG"
-
-// parseDebug reads GOCCL_DEBUG's value (any case).
-func parseDebug(v string) (slog.Level, bool, error) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "off", "none":
-		return 0, false, nil
-	case "warn":
-		return slog.LevelWarn, true, nil
-	case "info":
-		return slog.LevelInfo, true, nil
-	case "debug", "trace":
-		return slog.LevelDebug, true, nil
-	}
-	return 0, false, fmt.Errorf("%q: want info, debug, warn or off", v)
-}
 
 // withDebugOutput sends the debug log to w instead of stderr (tests).
 func withDebugOutput(w io.Writer) Option { return func(o *options) { o.debugOut = w } }

@@ -18,47 +18,8 @@ import (
 // Init learns the layout once: each rank knows its host's ranks, and
 // internal/rendezvous makes every rank agree on L through the store (all
 // ranks must pick the same algorithm). A group made from the world works
-// out its own blocks from the world's at creation (hostBlocks). The
+// out its own blocks from the world's at creation (rendezvous.GroupBlocks). The
 // per-call path only reads the result.
-
-// hostBlocks returns how many ranks of a group sit on each host when the
-// world has perHost ranks a host in aligned blocks and the group's ranks
-// are world (in group order): g when the group's ranks come in runs of g
-// on one host each, every host in one run, and 1 (no blocks the model
-// knows) otherwise.
-func hostBlocks(perHost int, world []int) int {
-	if perHost <= 1 || len(world) == 0 {
-		return 1
-	}
-	g, run := 0, 0
-	seen := map[int]bool{}
-	for i, w := range world {
-		h := w / perHost
-		if i > 0 && h == world[i-1]/perHost {
-			run++
-			continue
-		}
-		if i > 0 {
-			if g == 0 {
-				g = run
-			} else if run != g {
-				return 1
-			}
-		}
-		if seen[h] {
-			return 1
-		}
-		seen[h] = true
-		run = 1
-	}
-	if g == 0 {
-		return run // one host
-	}
-	if run != g {
-		return 1
-	}
-	return g
-}
 
 // topology is the machine c's algorithm choice assumes: algo's default
 // constants, c.perHost ranks a host. A group on one host keeps the

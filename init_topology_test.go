@@ -8,31 +8,6 @@ import (
 	"github.com/goccl/goccl/reduceop"
 )
 
-func TestHostBlocks(t *testing.T) {
-	for _, tc := range []struct {
-		perHost int
-		world   []int
-		want    int
-	}{
-		{0, []int{0, 1, 2, 3}, 1},
-		{1, []int{0, 1, 2, 3}, 1},
-		{4, []int{0, 1, 2, 3, 4, 5, 6, 7}, 4},
-		{4, []int{0, 1, 2, 3}, 4},                // one host
-		{4, []int{0, 2, 4, 6}, 2},                // even ranks: 2 a host
-		{4, []int{1, 2, 5, 6, 9, 10}, 2},         // the middle of each host
-		{4, []int{0, 1, 2, 4, 5, 6}, 3},          // 3 of each
-		{4, []int{0, 1, 2, 4, 5}, 1},             // 3 then 2
-		{4, []int{0, 4, 1, 5}, 1},                // hosts alternate
-		{4, []int{0, 1, 4, 5, 2, 3}, 1},          // host 0 in two runs
-		{4, []int{4, 5, 6, 7, 0, 1, 2, 3}, 4},    // hosts in another order
-		{8, []int{0, 1, 2, 3, 4, 5, 6, 7, 8}, 1}, // 8 then 1
-	} {
-		if got := hostBlocks(tc.perHost, tc.world); got != tc.want {
-			t.Errorf("hostBlocks(%d, %v) = %d, want %d", tc.perHost, tc.world, got, tc.want)
-		}
-	}
-}
-
 // TestInitHostBlocks: Init agrees on the hosts' blocks of ranks, a group
 // works out its own, and the algorithm choice uses them: on 2 hosts of 4
 // ranks a 512 KiB allreduce takes the ring where the host-blind model

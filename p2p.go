@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/internal/wire"
@@ -85,6 +86,9 @@ func (c *Comm) send(ctx context.Context, buf any, dst, tag int) *call {
 	if err != nil {
 		return failed(err)
 	}
+	if k := c.p2pBackend(name, v, backend.Call{Coll: backend.Send, Send: v.b, DType: v.dt, Root: dst, Tag: tag}); k != nil {
+		return k
+	}
 	host := v.b
 	if v.dev != nil {
 		host = scratch.Get(v.bytes())
@@ -153,6 +157,9 @@ func (c *Comm) recv(ctx context.Context, buf any, src, tag int) *call {
 	}
 	if err != nil {
 		return failed(err)
+	}
+	if k := c.p2pBackend(name, v, backend.Call{Coll: backend.Recv, Recv: v.b, DType: v.dt, Root: src, Tag: tag}); k != nil {
+		return k
 	}
 	host := v.b
 	if v.dev != nil {

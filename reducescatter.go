@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/reduceop"
@@ -46,6 +47,9 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 	k := c.newCall(name, rv.dt, total*esz, a).agree(total, op, -1)
 	kern := reduceop.Host{}
 	p := c.peers(k, rv.dt, reducer(kern, rv.dt, op))
+	if len(parts) == 1 {
+		c.delegate(k, parts[0].dev != nil || rv.dev != nil, backend.Call{Coll: backend.ReduceScatter, Send: parts[0].b, Recv: rv.b, DType: rv.dt, Op: op, RecvCounts: counts})
+	}
 	off := 0
 	for _, n := range counts[:c.rank] {
 		off += n * esz

@@ -655,6 +655,9 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 	if name == "" {
 		name = "auto:" + string(c.AlgorithmFor(benchOps[cfg.op].coll, int(size)))
 	}
+	if b := c.BackendFor(benchOps[cfg.op].coll, int(size)); b != "goccl" && cfg.parts <= 1 {
+		name = b // the backend ran it (GOCCL_BACKEND, with -join under its launcher)
+	}
 	if cfg.parts > 1 {
 		name += fmt.Sprintf("/%d parts", cfg.parts)
 	}

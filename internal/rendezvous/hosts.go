@@ -250,3 +250,42 @@ type shmConfig struct {
 	job, nonce string
 	spin       time.Duration // 0: shm's default; negative: none
 }
+
+// GroupBlocks returns how many ranks of a group sit on each host when the
+// world has perHost ranks a host in aligned blocks and the group's ranks
+// are world (in group order): g when the group's ranks come in runs of g
+// on one host each, every host in one run, and 1 (no blocks the model
+// knows) otherwise.
+func GroupBlocks(perHost int, world []int) int {
+	if perHost <= 1 || len(world) == 0 {
+		return 1
+	}
+	g, run := 0, 0
+	seen := map[int]bool{}
+	for i, w := range world {
+		h := w / perHost
+		if i > 0 && h == world[i-1]/perHost {
+			run++
+			continue
+		}
+		if i > 0 {
+			if g == 0 {
+				g = run
+			} else if run != g {
+				return 1
+			}
+		}
+		if seen[h] {
+			return 1
+		}
+		seen[h] = true
+		run = 1
+	}
+	if g == 0 {
+		return run // one host
+	}
+	if run != g {
+		return 1
+	}
+	return g
+}

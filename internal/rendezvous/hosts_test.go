@@ -236,3 +236,28 @@ func TestAgreeHostBlocks(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		perHost int
+		world   []int
+		want    int
+	}{
+		{0, []int{0, 1, 2, 3}, 1},
+		{1, []int{0, 1, 2, 3}, 1},
+		{4, []int{0, 1, 2, 3, 4, 5, 6, 7}, 4},
+		{4, []int{0, 1, 2, 3}, 4},                // one host
+		{4, []int{0, 2, 4, 6}, 2},                // even ranks: 2 a host
+		{4, []int{1, 2, 5, 6, 9, 10}, 2},         // the middle of each host
+		{4, []int{0, 1, 2, 4, 5, 6}, 3},          // 3 of each
+		{4, []int{0, 1, 2, 4, 5}, 1},             // 3 then 2
+		{4, []int{0, 4, 1, 5}, 1},                // hosts alternate
+		{4, []int{0, 1, 4, 5, 2, 3}, 1},          // host 0 in two runs
+		{4, []int{4, 5, 6, 7, 0, 1, 2, 3}, 4},    // hosts in another order
+		{8, []int{0, 1, 2, 3, 4, 5, 6, 7, 8}, 1}, // 8 then 1
+	} {
+		if got := GroupBlocks(tc.perHost, tc.world); got != tc.want {
+			t.Errorf("GroupBlocks(%d, %v) = %d, want %d", tc.perHost, tc.world, got, tc.want)
+		}
+	}
+}

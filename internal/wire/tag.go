@@ -1,6 +1,11 @@
 package wire
 
-import "github.com/goccl/goccl/transport"
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/goccl/goccl/transport"
+)
 
 // The tag's fields (see the package doc).
 const (
@@ -44,3 +49,29 @@ func IsP2P(t transport.Tag) bool { return uint64(t)&P2PBit != 0 }
 
 // IsReserved reports whether t is one of the notices' tags.
 func IsReserved(t transport.Tag) bool { return Group(t) == 1<<24-1 }
+
+// The tags of the backend guard's messages (package backend): the
+// fingerprints of a group's backend calls, and the questions and answers
+// that find the rank behind after a backend call's deadline.
+const (
+	BackendBehindTag = Reserved | 3<<32
+	backendFPTag     = Reserved | 4<<32
+)
+
+// BackendFPTag is the tag of group's backend fingerprint ring.
+func BackendFPTag(group uint64) transport.Tag {
+	return backendFPTag | transport.Tag(group&(1<<24-1))
+}
+
+// GroupID is the id of the n-th group made from group parent, of the
+// world ranks ranks: the same on every member, never 0 (the world) nor
+// all ones (the notices, and transport/tcp's goodbye tag).
+func GroupID(parent, n uint64, ranks []int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprint(h, parent, n, ranks)
+	id := h.Sum64() & (1<<24 - 1)
+	if id == 0 || id == 1<<24-1 {
+		id = 1
+	}
+	return id
+}

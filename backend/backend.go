@@ -1,0 +1,184 @@
+// Package backend is the seam through which a goccl call's data movement
+// is delegated to another library (MPI today, NCCL later), as
+// deepspeed.comm delegates to its backends.
+//
+// A backend replaces the algorithm and the transport of a call, never its
+// front: the root package still checks the arguments, orders the call
+// (its sequence number), records it in the flight recorder and the comms
+// logger, and bounds it with the call's deadline. What crosses the seam
+// is a Call: the buffers as bytes, the dtype, the op, the root (or the
+// peer) and the counts. A backend implements Comm: Start issues one call
+// and returns a Request that Test polls. Group wraps a Comm with what
+// every backend shares: the calls issued in their order, the polling
+// under the deadline, Avg as Sum and a division, and the Guard, which
+// compares fingerprints and finds the rank behind over goccl's own links
+// (guard.go).
+//
+// Backends register themselves (Register) from packages under this one:
+// backend/mpi does so only when built with the mpi tag, so that a binary
+// built without it links no MPI.
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/goccl/goccl/reduceop"
+)
+
+// EnvBackend selects the backend (WithBackend, the file's "backend").
+const EnvBackend = "GOCCL_BACKEND"
+
+// Kind names a backend.
+type Kind string
+
+// The backends GOCCL_BACKEND names.
+const (
+	// Auto is the default: goccl's own path for host buffers; NCCL for
+	// device buffers once the NCCL backend exists (today goccl's own
+	// path for those too); MPI only when asked for.
+	Auto  Kind = "auto"
+	Goccl Kind = "goccl" // goccl's own algorithms over its own transports
+	NCCL  Kind = "nccl"  // not built yet: refused at Init and New
+	MPI   Kind = "mpi"   // backend/mpi, build tag mpi
+)
+
+// Parse reads a backend's name; "" is Auto.
+func Parse(s string) (Kind, error) {
+	switch k := Kind(strings.ToLower(strings.TrimSpace(s))); k {
+	case "":
+		return Auto, nil
+	case Auto, Goccl, NCCL, MPI:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown backend %q: want auto, goccl, nccl or mpi", s)
+}
+
+// Describe says what k runs, for GOCCL_DEBUG=info.
+func (k Kind) Describe() string {
+	switch k {
+	case Auto, "":
+		return "auto: goccl's own path (NCCL for device buffers once that backend exists; MPI only when asked for)"
+	case Goccl:
+		return "goccl: goccl's own path"
+	}
+	return string(k)
+}
+
+// Coll names the collective of a Call.
+type Coll uint8
+
+// The collectives a backend runs.
+const (
+	AllReduce Coll = iota + 1
+	Broadcast
+	Reduce
+	AllGather
+	ReduceScatter
+	AllToAll
+	Gather
+	Scatter
+	Send
+	Recv
+	Barrier
+)
+
+var collNames = [...]string{"", "allreduce", "broadcast", "reduce", "allgather", "reducescatter",
+	"alltoall", "gather", "scatter", "send", "recv", "barrier"}
+
+func (c Coll) String() string {
+	if int(c) < len(collNames) && c > 0 {
+		return collNames[c]
+	}
+	return fmt.Sprintf("Coll(%d)", uint8(c))
+}
+
+// Call is one call's data movement, as the root hands it over, in host
+// memory. Buffers are this rank's: Send what it contributes, Recv where
+// the result goes (the same slice for the in-place collectives:
+// allreduce, broadcast and reduce). Counts are in elements.
+type Call struct {
+	Coll       Coll
+	Send, Recv []byte
+	DType      reduceop.DType
+	Op         reduceop.Op // Avg is Sum here and a division after (Group.Run)
+	Root       int         // the root of a rooted collective; the peer of Send and Recv
+	Tag        int         // Send and Recv: the user's tag
+	SendCounts []int       // AllToAll: elements to each rank; nil: equal blocks
+	RecvCounts []int       // AllToAll: elements from each rank; ReduceScatter: each rank's block
+	// Order is the call's place among the backend calls of its group,
+	// from Group.Next when the root orders the call; 0 for Send and Recv,
+	// which are issued when made.
+	Order uint64
+
+	req Request // issued by Post
+}
+
+// Comm is one group's communicator in a backend.
+type Comm interface {
+	// Name is the backend's name, as the logs and goccl bench show it.
+	Name() string
+	// Takes reports whether the backend runs c; a call it does not take
+	// runs on goccl's own path (a dtype the library has no name for).
+	Takes(c *Call) bool
+	// Start issues c and returns at once. Group calls it in Order.
+	Start(c *Call) (Request, error)
+	// Split makes the communicator of the ranks that pass the same color
+	// (negative: none, and nil is returned), ordered by key. Every rank
+	// of the parent calls it, in the same order as its other Splits.
+	Split(color, key int) (Comm, error)
+	// Abort ends the job as the library requires after a call was
+	// abandoned (MPI_Abort); it does not return where the library ends
+	// the process.
+	Abort(code int)
+	// Close frees the communicator (and, for the world's, the library).
+	Close() error
+}
+
+// Request is a call in flight.
+type Request interface {
+	// Test reports whether the call has completed, and its error.
+	Test() (done bool, err error)
+}
+
+// Opener makes a backend's world communicator for a job of size ranks,
+// checking that the library sees the same rank and size.
+type Opener func(rank, size int) (Comm, error)
+
+var openers = map[Kind]Opener{}
+
+// Register makes a backend available to Open; backends call it from an
+// init function.
+func Register(k Kind, open Opener) { openers[k] = open }
+
+// ErrUnavailable is wrapped by Open's error for a backend this binary
+// does not have.
+var ErrUnavailable = errors.New("backend not available")
+
+// Available returns nil if this binary can run backend k, else an error
+// that wraps ErrUnavailable and says why.
+func Available(k Kind) error {
+	switch k {
+	case Auto, Goccl, "":
+		return nil
+	case NCCL:
+		return fmt.Errorf("%w: backend nccl is not built in this goccl yet (issue 36): use auto or goccl", ErrUnavailable)
+	}
+	if _, ok := openers[k]; !ok {
+		if k == MPI {
+			return fmt.Errorf("%w: backend mpi: goccl built without -tags mpi (build with `go build -tags mpi` against an MPI's mpi.h)", ErrUnavailable)
+		}
+		return fmt.Errorf("%w: backend %q", ErrUnavailable, k)
+	}
+	return nil
+}
+
+// Open returns the world communicator of backend k, or nil for Auto and
+// Goccl (goccl's own path).
+func Open(k Kind, rank, size int) (Comm, error) {
+	if err := Available(k); err != nil || k == Auto || k == Goccl || k == "" {
+		return nil, err
+	}
+	return openers[k](rank, size)
+}

@@ -1,0 +1,37 @@
+// Package mpi is goccl's MPI backend: with GOCCL_BACKEND=mpi (or
+// goccl.WithBackend("mpi")) a communicator's collectives, point-to-point
+// calls and barriers run as MPI's nonblocking calls (MPI_Iallreduce,
+// MPI_Ibcast, ...), while goccl keeps its own front: argument checks,
+// the call's order, fingerprints, the deadline, the flight recorder and
+// the comms logger (package backend).
+//
+// It is cgo against mpi.h and is compiled only with the build tag mpi
+// (`go build -tags mpi`, with Open MPI's or MPICH's headers and library
+// where pkg-config finds them: ompi-c, or mpich with -tags mpi,mpich).
+// Without the tag this package is empty, nothing links MPI, and asking
+// for the backend fails with "goccl built without -tags mpi".
+//
+// What it maps, and what it does not:
+//   - Host buffers only: a device buffer with backend mpi is ErrInvalid.
+//   - DTypes one to one: float32 MPI_FLOAT, float64 MPI_DOUBLE, int8..uint64
+//     MPI_INT8_T..MPI_UINT64_T, bool MPI_C_BOOL, complex64
+//     MPI_C_FLOAT_COMPLEX, complex128 MPI_C_DOUBLE_COMPLEX. float16 and
+//     bfloat16 have no standard MPI type: their calls run on goccl's own
+//     path (over goccl's links, which the ranks keep beside MPI).
+//   - Ops: Sum, Prod, Min, Max as MPI_SUM..MPI_MAX; BAnd, BOr, BXor as
+//     MPI_BAND, MPI_BOR, MPI_BXOR, and on bool as MPI_LAND, MPI_LOR,
+//     MPI_LXOR; Avg is MPI_SUM and goccl divides.
+//   - Counts above MPI's int (2^31-1 elements) run on goccl's own path.
+//   - Groups are MPI_Comm_split of their parent.
+//
+// Threads: MPI_Init_thread asks for MPI_THREAD_MULTIPLE; when it is not
+// granted (or GOCCL_MPI_THREAD=serialized asks so), every MPI call runs
+// on one goroutine locked to its OS thread, the one that initialized MPI.
+//
+// A call that reaches its deadline, or that is under the communicator
+// when it aborts, is abandoned in MPI, which cannot take back a
+// collective in flight: the call returns goccl's error (ErrTimeout
+// naming the rank behind, ErrMismatch, ...), later calls fail at once,
+// and Close ends the job with MPI_Abort. A timed-out MPI job cannot
+// continue.
+package mpi

@@ -1,0 +1,519 @@
+//go:build mpi
+
+package mpi
+
+/*
+#cgo !mpich pkg-config: ompi-c
+#cgo mpich pkg-config: mpich
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+// goccl's dtypes (reduceop.DType), one to one; MPI_DATATYPE_NULL for
+// those MPI has no standard name for (float16, bfloat16).
+static MPI_Datatype goccl_dt(int d) {
+	switch (d) {
+	case 1: return MPI_FLOAT;
+	case 2: return MPI_DOUBLE;
+	case 5: return MPI_INT8_T;
+	case 6: return MPI_UINT8_T;
+	case 7: return MPI_INT32_T;
+	case 8: return MPI_INT64_T;
+	case 9: return MPI_UINT16_T;
+	case 10: return MPI_UINT32_T;
+	case 11: return MPI_UINT64_T;
+	case 12: return MPI_INT16_T;
+	case 13: return MPI_C_BOOL;
+	case 14: return MPI_C_FLOAT_COMPLEX;
+	case 15: return MPI_C_DOUBLE_COMPLEX;
+	}
+	return MPI_DATATYPE_NULL;
+}
+
+// goccl's ops (reduceop.Op; Avg arrives as Sum); on bool the logical ones.
+static MPI_Op goccl_op(int op, int isbool) {
+	if (isbool) {
+		switch (op) {
+		case 3: case 6: return MPI_LAND;
+		case 4: case 7: return MPI_LOR;
+		case 8: return MPI_LXOR;
+		}
+		return MPI_OP_NULL;
+	}
+	switch (op) {
+	case 1: case 5: return MPI_SUM;
+	case 2: return MPI_PROD;
+	case 3: return MPI_MIN;
+	case 4: return MPI_MAX;
+	case 6: return MPI_BAND;
+	case 7: return MPI_BOR;
+	case 8: return MPI_BXOR;
+	}
+	return MPI_OP_NULL;
+}
+
+static char goccl_dummy_buf[16];
+static void *goccl_dummy(void) { return goccl_dummy_buf; }
+
+static int goccl_init(int want, int *provided, int *rank, int *size, int *tagub) {
+	int inited = 0, rc;
+	MPI_Initialized(&inited);
+	if (inited) {
+		rc = MPI_Query_thread(provided);
+	} else {
+		rc = MPI_Init_thread(NULL, NULL, want, provided);
+	}
+	if (rc != MPI_SUCCESS) return rc;
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, size);
+	int *ub, flag = 0;
+	*tagub = 32767;
+	if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag) *tagub = *ub;
+	return MPI_SUCCESS;
+}
+
+static MPI_Comm goccl_world(void) { return MPI_COMM_WORLD; }
+static int goccl_thread_multiple(void) { return MPI_THREAD_MULTIPLE; }
+static int goccl_thread_serialized(void) { return MPI_THREAD_SERIALIZED; }
+
+static void goccl_errstr(int rc, char *buf, int n) {
+	int len = 0;
+	if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) len = 0;
+	buf[len < n ? len : n - 1] = 0;
+}
+
+static int goccl_test(MPI_Request *r, int *flag, int *bytes) {
+	MPI_Status st;
+	int rc = MPI_Test(r, flag, &st);
+	if (rc == MPI_SUCCESS && *flag && bytes) MPI_Get_count(&st, MPI_BYTE, bytes);
+	return rc;
+}
+
+static void *goccl_inplace(void *p, int inplace) { return inplace ? MPI_IN_PLACE : p; }
+
+static int goccl_allreduce(void *buf, int n, int dt, int op, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallreduce(MPI_IN_PLACE, buf, n, goccl_dt(dt), goccl_op(op, dt == 13), c, r);
+}
+static int goccl_bcast(void *buf, int n, int dt, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ibcast(buf, n, goccl_dt(dt), root, c, r);
+}
+static int goccl_reduce(void *buf, int n, int dt, int op, int root, int isroot, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ireduce(isroot ? MPI_IN_PLACE : buf, isroot ? buf : NULL, n, goccl_dt(dt), goccl_op(op, dt == 13), root, c, r);
+}
+static int goccl_allgather(void *s, int inplace, void *rbuf, int n, int dt, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallgather(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, n, goccl_dt(dt), c, r);
+}
+static int goccl_allgatherv(void *s, int inplace, int n, void *rbuf, int *counts, int *displs, int dt, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iallgatherv(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, counts, displs, goccl_dt(dt), c, r);
+}
+static int goccl_reduce_scatter_block(void *s, void *rbuf, int n, int dt, int op, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ireduce_scatter_block(s, rbuf, n, goccl_dt(dt), goccl_op(op, dt == 13), c, r);
+}
+static int goccl_reduce_scatter(void *s, void *rbuf, int *counts, int dt, int op, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ireduce_scatter(s, rbuf, counts, goccl_dt(dt), goccl_op(op, dt == 13), c, r);
+}
+static int goccl_alltoall(void *s, void *rbuf, int n, int dt, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ialltoall(s, n, goccl_dt(dt), rbuf, n, goccl_dt(dt), c, r);
+}
+static int goccl_alltoallv(void *s, int *sc, int *sd, void *rbuf, int *rc, int *rd, int dt, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ialltoallv(s, sc, sd, goccl_dt(dt), rbuf, rc, rd, goccl_dt(dt), c, r);
+}
+static int goccl_gather(void *s, int inplace, void *rbuf, int n, int dt, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Igather(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, n, goccl_dt(dt), root, c, r);
+}
+static int goccl_scatter(void *s, void *rbuf, int inplace, int n, int dt, int root, MPI_Comm c, MPI_Request *r) {
+	return MPI_Iscatter(s, n, goccl_dt(dt), goccl_inplace(rbuf, inplace), n, goccl_dt(dt), root, c, r);
+}
+static int goccl_send(void *buf, int n, int peer, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Isend(buf, n, MPI_BYTE, peer, tag, c, r);
+}
+static int goccl_recv(void *buf, int n, int peer, int tag, MPI_Comm c, MPI_Request *r) {
+	return MPI_Irecv(buf, n, MPI_BYTE, peer, tag, c, r);
+}
+static int goccl_barrier(MPI_Comm c, MPI_Request *r) { return MPI_Ibarrier(c, r); }
+static int goccl_split(MPI_Comm c, int color, int key, MPI_Comm *out, int *isnull) {
+	int rc = MPI_Comm_split(c, color < 0 ? MPI_UNDEFINED : color, key, out);
+	*isnull = rc == MPI_SUCCESS && *out == MPI_COMM_NULL;
+	if (rc == MPI_SUCCESS && !*isnull) MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+	return rc;
+}
+static int goccl_free(MPI_Comm *c) { return MPI_Comm_free(c); }
+static int goccl_finalize(void) { return MPI_Finalize(); }
+static int goccl_abort(int code) { return MPI_Abort(MPI_COMM_WORLD, code); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/goccl/goccl/backend"
+	"github.com/goccl/goccl/reduceop"
+)
+
+// EnvThread: "serialized" makes every MPI call run on the one locked
+// thread even where MPI_THREAD_MULTIPLE is granted (tests, and MPIs whose
+// MULTIPLE is slow).
+const EnvThread = "GOCCL_MPI_THREAD"
+
+func init() { backend.Register(backend.MPI, open) }
+
+// lib is MPI, initialized once per process: the goroutine locked to the
+// thread that called MPI_Init_thread, which runs every MPI call unless
+// MPI_THREAD_MULTIPLE was granted.
+type lib struct {
+	multiple    bool
+	reqs        chan func()
+	rank, size  int
+	tagUB       int
+	initErr     error
+	finalized   bool
+	provided    int
+	requestedMT bool
+}
+
+var (
+	once   sync.Once
+	theLib *lib
+)
+
+func start() *lib {
+	once.Do(func() {
+		l := &lib{reqs: make(chan func())}
+		if _, ok := os.LookupEnv("OMPI_MCA_opal_signal"); !ok {
+			// Open MPI's handlers of SIGSEGV, SIGBUS, ... would take over
+			// the Go runtime's (a nil dereference would end the process
+			// instead of panicking).
+			os.Setenv("OMPI_MCA_opal_signal", "")
+		}
+		want := C.goccl_thread_multiple()
+		l.requestedMT = os.Getenv(EnvThread) != "serialized"
+		if !l.requestedMT {
+			want = C.goccl_thread_serialized()
+		}
+		ready := make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // for good: MPI_Finalize runs here too
+			var prov, rank, size, ub C.int
+			if rc := C.goccl_init(want, &prov, &rank, &size, &ub); rc != 0 {
+				l.initErr = mpiErr("MPI_Init_thread", rc)
+			}
+			l.provided, l.rank, l.size, l.tagUB = int(prov), int(rank), int(size), int(ub)
+			l.multiple = l.requestedMT && prov == C.goccl_thread_multiple()
+			close(ready)
+			for f := range l.reqs {
+				f()
+			}
+		}()
+		<-ready
+		theLib = l
+	})
+	return theLib
+}
+
+// do runs f where MPI allows: here with MPI_THREAD_MULTIPLE, else on the
+// locked thread.
+func (l *lib) do(f func()) {
+	if l.multiple {
+		f()
+		return
+	}
+	l.serial(f)
+}
+
+// serial runs f on the locked thread.
+func (l *lib) serial(f func()) {
+	done := make(chan struct{})
+	l.reqs <- func() { f(); close(done) }
+	<-done
+}
+
+func mpiErr(what string, rc C.int) error {
+	var buf [512]C.char
+	C.goccl_errstr(rc, &buf[0], C.int(len(buf)))
+	return fmt.Errorf("mpi: %s: %s (error %d)", what, C.GoString(&buf[0]), int(rc))
+}
+
+// Threading says which thread level MPI granted, for logs and tests.
+func Threading() string {
+	l := start()
+	if l.multiple {
+		return "multiple"
+	}
+	return fmt.Sprintf("serialized on one locked thread (provided level %d)", l.provided)
+}
+
+func open(rank, size int) (backend.Comm, error) {
+	l := start()
+	if l.initErr != nil {
+		return nil, l.initErr
+	}
+	if l.rank != rank || l.size != size {
+		return nil, fmt.Errorf("mpi: MPI sees rank %d of %d where goccl is rank %d of %d: start the job with mpirun (every rank with GOCCL_BACKEND=mpi)",
+			l.rank, l.size, rank, size)
+	}
+	return &comm{l: l, c: C.goccl_world(), rank: rank, size: size, world: true}, nil
+}
+
+type comm struct {
+	l          *lib
+	c          C.MPI_Comm
+	rank, size int
+	world      bool
+}
+
+func (c *comm) Name() string { return string(backend.MPI) }
+
+func (c *comm) Takes(k *backend.Call) bool {
+	switch k.DType {
+	case reduceop.Float16, reduceop.BFloat16:
+		return false // no standard MPI type: goccl's own path
+	}
+	es := k.DType.Size()
+	if es == 0 {
+		return false
+	}
+	if len(k.Send)/es > math.MaxInt32 || len(k.Recv)/es > math.MaxInt32 || len(k.Send) > math.MaxInt32 && k.Coll == backend.Send {
+		return false
+	}
+	return true
+}
+
+// request is an MPI request and what it holds until it completes.
+type request struct {
+	c       *comm
+	r       C.MPI_Request
+	pin     runtime.Pinner
+	cmem    []unsafe.Pointer
+	want    int // a Recv's length: the message must have as many bytes
+	done    bool
+	started bool
+}
+
+func (r *request) Test() (bool, error) {
+	if r.done || !r.started {
+		return true, nil
+	}
+	var flag, bytes C.int
+	var rc C.int
+	r.c.l.do(func() { rc = C.goccl_test(&r.r, &flag, &bytes) })
+	if rc != 0 {
+		r.finish()
+		return true, mpiErr("MPI_Test", rc)
+	}
+	if flag == 0 {
+		return false, nil
+	}
+	r.finish()
+	if r.want >= 0 && int(bytes) != r.want {
+		return true, fmt.Errorf("%w: mpi: received %d bytes, expected %d", errLength, int(bytes), r.want)
+	}
+	return true, nil
+}
+
+var errLength = errors.New("message of another length")
+
+func (r *request) finish() {
+	r.done = true
+	r.pin.Unpin()
+	for _, p := range r.cmem {
+		C.free(p)
+	}
+	r.cmem = nil
+}
+
+// ptr pins b for the request's life and returns its address (a dummy for
+// an empty buffer: MPI wants an address even for no bytes).
+func (r *request) ptr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return C.goccl_dummy()
+	}
+	r.pin.Pin(&b[0])
+	return unsafe.Pointer(&b[0])
+}
+
+// ints copies v into C memory that the request frees when it completes
+// (MPI reads count and displacement arrays until then).
+func (r *request) ints(v []int) *C.int {
+	p := C.malloc(C.size_t(max(len(v), 1)) * C.size_t(unsafe.Sizeof(C.int(0))))
+	r.cmem = append(r.cmem, p)
+	a := unsafe.Slice((*C.int)(p), max(len(v), 1))
+	for i, x := range v {
+		a[i] = C.int(x)
+	}
+	return (*C.int)(p)
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// same reports whether a is exactly b.
+func same(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// offsets returns the element displacements of blocks of counts.
+func offsets(counts []int) []int {
+	d := make([]int, len(counts))
+	for i := 1; i < len(counts); i++ {
+		d[i] = d[i-1] + counts[i-1]
+	}
+	return d
+}
+
+func equal(counts []int) bool {
+	for _, n := range counts {
+		if n != counts[0] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *comm) Start(k *backend.Call) (backend.Request, error) {
+	r := &request{c: c, want: -1}
+	es := k.DType.Size()
+	dt, op := C.int(k.DType), C.int(k.Op)
+	n := C.int(len(k.Recv) / es)
+	send := k.Send
+	if k.Coll != backend.AllGather && k.Coll != backend.Gather && overlaps(send, k.Recv) && !same(send, k.Recv) {
+		send = append([]byte(nil), send...) // MPI forbids overlapping buffers outside MPI_IN_PLACE
+	}
+	var rc C.int
+	var what string
+	c.l.do(func() {
+		switch k.Coll {
+		case backend.AllReduce:
+			what, rc = "MPI_Iallreduce", C.goccl_allreduce(r.ptr(k.Recv), n, dt, op, c.c, &r.r)
+		case backend.Broadcast:
+			what, rc = "MPI_Ibcast", C.goccl_bcast(r.ptr(k.Recv), n, dt, C.int(k.Root), c.c, &r.r)
+		case backend.Reduce:
+			isRoot := C.int(0)
+			if k.Root == c.rank {
+				isRoot = 1
+			}
+			what, rc = "MPI_Ireduce", C.goccl_reduce(r.ptr(k.Recv), n, dt, op, C.int(k.Root), isRoot, c.c, &r.r)
+		case backend.AllGather:
+			counts := k.RecvCounts
+			if counts == nil {
+				counts = make([]int, c.size)
+				for i := range counts {
+					counts[i] = len(k.Send) / es
+				}
+			}
+			off := offsets(counts)
+			mine := k.Recv[off[c.rank]*es : (off[c.rank]+counts[c.rank])*es]
+			inplace := C.int(0)
+			if same(send, mine) {
+				inplace = 1
+			} else if overlaps(send, k.Recv) {
+				send = append([]byte(nil), send...)
+			}
+			if equal(counts) {
+				what, rc = "MPI_Iallgather", C.goccl_allgather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(counts[0]), dt, c.c, &r.r)
+			} else {
+				what, rc = "MPI_Iallgatherv", C.goccl_allgatherv(r.ptr(send), inplace, C.int(counts[c.rank]), r.ptr(k.Recv),
+					r.ints(counts), r.ints(offsets(counts)), dt, c.c, &r.r)
+			}
+		case backend.ReduceScatter:
+			if k.RecvCounts == nil || equal(k.RecvCounts) {
+				what, rc = "MPI_Ireduce_scatter_block", C.goccl_reduce_scatter_block(r.ptr(send), r.ptr(k.Recv), n, dt, op, c.c, &r.r)
+			} else {
+				what, rc = "MPI_Ireduce_scatter", C.goccl_reduce_scatter(r.ptr(send), r.ptr(k.Recv), r.ints(k.RecvCounts), dt, op, c.c, &r.r)
+			}
+		case backend.AllToAll:
+			if k.SendCounts == nil && k.RecvCounts == nil || equal(k.SendCounts) && equal(k.RecvCounts) && k.SendCounts[0] == k.RecvCounts[0] {
+				what, rc = "MPI_Ialltoall", C.goccl_alltoall(r.ptr(send), r.ptr(k.Recv), C.int(len(k.Recv)/es/c.size), dt, c.c, &r.r)
+			} else {
+				what, rc = "MPI_Ialltoallv", C.goccl_alltoallv(r.ptr(send), r.ints(k.SendCounts), r.ints(offsets(k.SendCounts)),
+					r.ptr(k.Recv), r.ints(k.RecvCounts), r.ints(offsets(k.RecvCounts)), dt, c.c, &r.r)
+			}
+		case backend.Gather:
+			inplace := C.int(0)
+			m := len(send)
+			if k.Root == c.rank {
+				if same(send, k.Recv[c.rank*m:(c.rank+1)*m]) {
+					inplace = 1
+				} else if overlaps(send, k.Recv) {
+					send = append([]byte(nil), send...)
+				}
+			}
+			what, rc = "MPI_Igather", C.goccl_gather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
+		case backend.Scatter:
+			inplace, m := C.int(0), len(k.Recv)
+			if k.Root == c.rank && same(k.Recv, k.Send[c.rank*m:(c.rank+1)*m]) {
+				inplace = 1
+				send = k.Send
+			}
+			what, rc = "MPI_Iscatter", C.goccl_scatter(r.ptr(send), r.ptr(k.Recv), inplace, C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
+		case backend.Send:
+			what, rc = "MPI_Isend", C.goccl_send(r.ptr(k.Send), C.int(len(k.Send)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
+		case backend.Recv:
+			r.want = len(k.Recv)
+			what, rc = "MPI_Irecv", C.goccl_recv(r.ptr(k.Recv), C.int(len(k.Recv)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
+		case backend.Barrier:
+			what, rc = "MPI_Ibarrier", C.goccl_barrier(c.c, &r.r)
+		default:
+			what, rc = fmt.Sprint(k.Coll), -1
+		}
+	})
+	if rc != 0 {
+		r.finish()
+		return nil, mpiErr(what, rc)
+	}
+	r.started = true
+	return r, nil
+}
+
+func (c *comm) Split(color, key int) (backend.Comm, error) {
+	var out C.MPI_Comm
+	var isNull, rc C.int
+	c.l.do(func() { rc = C.goccl_split(c.c, C.int(color), C.int(key), &out, &isNull) })
+	if rc != 0 {
+		return nil, mpiErr("MPI_Comm_split", rc)
+	}
+	if isNull != 0 {
+		return nil, nil
+	}
+	g := &comm{l: c.l, c: out}
+	var rank, size C.int
+	c.l.do(func() { C.MPI_Comm_rank(out, &rank); C.MPI_Comm_size(out, &size) })
+	g.rank, g.size = int(rank), int(size)
+	return g, nil
+}
+
+func (c *comm) Abort(code int) {
+	c.l.do(func() { C.goccl_abort(C.int(code)) })
+}
+
+func (c *comm) Close() error {
+	var rc C.int
+	if !c.world {
+		c.l.do(func() { rc = C.goccl_free(&c.c) })
+		if rc != 0 {
+			return mpiErr("MPI_Comm_free", rc)
+		}
+		return nil
+	}
+	if c.l.finalized {
+		return nil
+	}
+	c.l.finalized = true
+	c.l.serial(func() { rc = C.goccl_finalize() })
+	if rc != 0 {
+		return mpiErr("MPI_Finalize", rc)
+	}
+	return nil
+}
