@@ -90,7 +90,8 @@ func (o Options) reduceScatter(ctx context.Context, p algo.Peers, buf algo.Vec, 
 	var in [2][]algo.Request
 	var inl [2][1]algo.Request
 	in[0], in[1] = inl[0][:0], inl[1][:0]
-	var sends []algo.Request
+	var sendInl [2]algo.Request // a step's sends, without an allocation for the first two
+	sends := sendInl[:0]
 	for s := 1; s < n; s++ {
 		sb, rb := mod(r-s, n), mod(r-s-1, n)
 		slo, shi, rlo, rhi := off[sb], off[sb+1], off[rb], off[rb+1]
