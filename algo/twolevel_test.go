@@ -53,7 +53,16 @@ func TestPlanTwoLevelSum(t *testing.T) {
 			return algo.Cost(algo.AllGather, p.Across, N/4, 8, all) + algo.Cost(algo.AllGather, p.After, N, 4, in)
 		}},
 		{algo.Broadcast, func(p algo.Plan) float64 {
-			return algo.Cost(algo.Broadcast, p.Across, N, 8, one) + algo.Cost(algo.Broadcast, p.After, N, 4, in)
+			// The chain as its pipeline runs: (m-1)·(α + s·β) + (S-1)·max(α, s·β).
+			bc := func(a algo.Algorithm, m int, cp algo.CostParams) float64 {
+				if a == algo.Tree {
+					return algo.Cost(algo.Broadcast, a, N, m, cp)
+				}
+				S := float64(N / algo.DefaultSegmentBytes)
+				s := float64(algo.DefaultSegmentBytes)
+				return float64(m-1)*(cp.Alpha+s*cp.Beta) + (S-1)*max(cp.Alpha, s*cp.Beta)
+			}
+			return bc(p.Across, 8, one) + bc(p.After, 4, in)
 		}},
 		{algo.Reduce, func(p algo.Plan) float64 {
 			return algo.Cost(algo.Reduce, algo.Tree, N, 4, in) + algo.Cost(algo.Reduce, algo.Tree, N, 8, one)

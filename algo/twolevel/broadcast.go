@@ -14,9 +14,10 @@
 // crosses hosts, one message a NIC at a time.
 //
 // Cost in the two-level model, N the bytes of the buffer, S = ⌈N/seg⌉
-// segments, with the ring in both phases:
+// segments of s = N/S bytes, with the ring in both phases:
 //
-//	T = (H+S-2)·(αe + N/S·βe) + (L+S-2)·(αi + N/S·βi)
+//	T = (H-1)·(αe + s·βe) + (S-1)·max(αe, s·βe)    across the hosts
+//	  + (L-1)·(αi + s·βi) + (S-1)·max(αi, s·βi)    within them
 //
 // and with the tree in both, for H and L powers of two,
 // log2(H)·(αe + N·βe) + log2(L)·(αi + N·βi). The chain's latency is H's
