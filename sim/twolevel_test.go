@@ -52,7 +52,11 @@ func (pt *pickTable) log(t *testing.T) {
 		for _, size := range pt.sizes {
 			fmt.Fprintf(&b, "\n| %s |", sizeName(size))
 			for _, n := range pt.ns {
-				fmt.Fprintf(&b, " %s |", pt.pick[pt.key(c, n, size)])
+				a, ok := pt.pick[pt.key(c, n, size)]
+				if !ok {
+					a = "."
+				}
+				fmt.Fprintf(&b, " %s |", a)
 			}
 		}
 		t.Log(b.String())
@@ -76,6 +80,12 @@ func sizeName(b int) string {
 // or where SelectTopo's pick is more than twoLevelPickBound slower than
 // the fastest.
 func checkTwoLevelAlgos(t *testing.T, ns, sizes []int, budget float64) {
+	checkTwoLevelGrid(t, ns, sizes, func(n, size int) bool { return true }, budget)
+}
+
+// checkTwoLevelGrid is checkTwoLevelAlgos at the points of ns x sizes
+// that in keeps.
+func checkTwoLevelGrid(t *testing.T, ns, sizes []int, in func(n, size int) bool, budget float64) {
 	m := twoLevelMachines[0]
 	p := picks{skipFree: true, bound: twoLevelPickBound}
 	pt := pickTable{ns: ns, sizes: sizes, pick: map[string]algo.Algorithm{}}
@@ -84,6 +94,9 @@ func checkTwoLevelAlgos(t *testing.T, ns, sizes []int, budget float64) {
 	for _, c := range twoLevelCollectives {
 		for _, n := range ns {
 			for _, size := range sizes {
+				if !in(n, size) {
+					continue
+				}
 				best, bestT := algo.Algorithm(""), 0.0
 				times := map[algo.Algorithm]float64{}
 				for _, a := range algo.Algorithms {
@@ -133,8 +146,10 @@ func checkTwoLevelAlgos(t *testing.T, ns, sizes []int, budget float64) {
 // 512 ranks from 8 B to 256 MiB, and 4,096 ranks at 8 B, 64 KiB and
 // 4 MiB. GOCCL_SIM_FULL=1 runs TestTwoLevelFull's whole grid.
 func TestTwoLevel(t *testing.T) {
-	sizes := []int{8, 1 << 10, 16 << 10, 256 << 10, 4 << 20, 64 << 20, 256 << 20}
-	checkTwoLevelAlgos(t, []int{64, 512}, sizes, 2e5)
+	sizes := []int{8, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 4 << 20, 64 << 20, 256 << 20}
+	checkTwoLevelGrid(t, []int{64, 512, 4096}, sizes, func(n, size int) bool {
+		return n < 4096 || size == 8 || size == 64<<10 || size == 4<<20
+	}, 2e5)
 }
 
 // TestTwoLevelFull checks 64 to 4,096 ranks, 8 a host, from 8 B to
