@@ -22,15 +22,15 @@ func (p *peer) Size() int     { return p.r.s.n }
 func (p *peer) ElemSize() int { return p.r.s.cfg.ElemSize }
 
 // Topology implements algo.Hosts: the simulated machine as the
-// two-level model sees it, for algo/twolevel's plans. Hosts of unequal
-// sizes are not the model's aligned blocks: they are one rank a host
-// there (the two-level collectives then run one level). NICs and leaf
-// switches are not in the model.
+// two-level model sees it, for algo/twolevel's plans, as goccl sim's
+// model sees it: n/Hosts ranks a host when the hosts hold equal blocks
+// and have one NIC each behind one switch, else one rank a host (the
+// two-level collectives then run one level).
 func (p *peer) Topology() algo.Topology {
 	s := p.r.s
 	t := s.cfg.Topology
 	l := 1
-	if s.n%t.Hosts == 0 {
+	if s.n%t.Hosts == 0 && t.NICs <= 1 && (t.HostsPerLeaf == 0 || t.HostsPerLeaf >= t.Hosts) {
 		l = s.n / t.Hosts
 	}
 	return algo.Topology{RanksPerHost: l, Intra: algo.Level(t.Intra), Inter: algo.Level(t.Inter), Gamma: s.cfg.Gamma}
