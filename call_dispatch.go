@@ -5,6 +5,7 @@ import (
 	"github.com/goccl/goccl/algo/halving"
 	"github.com/goccl/goccl/algo/ring"
 	"github.com/goccl/goccl/algo/tree"
+	"github.com/goccl/goccl/algo/twolevel"
 )
 
 // The algorithm tables: for each collective, the implementation of every
@@ -16,21 +17,23 @@ var (
 		algo.Tree:     tree.AllReduce,
 		algo.Halving:  halving.AllReduce,
 		algo.Doubling: halving.DoublingAllReduce,
+		algo.TwoLevel: twolevel.AllReduce,
 	}
 	broadcastAlgos = map[algo.Algorithm]algo.BroadcastFunc{
-		algo.Ring: ring.Broadcast,
-		algo.Tree: tree.Broadcast,
+		algo.Ring:     ring.Broadcast,
+		algo.Tree:     tree.Broadcast,
+		algo.TwoLevel: twolevel.Broadcast,
 	}
-	reduceAlgos = map[algo.Algorithm]algo.ReduceFunc{
-		algo.Tree: tree.Reduce,
-	}
+	reduceAlgos    = map[algo.Algorithm]algo.ReduceFunc{algo.Tree: tree.Reduce, algo.TwoLevel: twolevel.Reduce}
 	allGatherAlgos = map[algo.Algorithm]algo.AllGatherFunc{
 		algo.Ring:     ring.AllGather,
 		algo.Doubling: halving.AllGather,
+		algo.TwoLevel: twolevel.AllGather,
 	}
 	reduceScatterAlgos = map[algo.Algorithm]algo.ReduceScatterFunc{
-		algo.Ring:    ring.ReduceScatter,
-		algo.Halving: halving.ReduceScatter,
+		algo.Ring:     ring.ReduceScatter,
+		algo.Halving:  halving.ReduceScatter,
+		algo.TwoLevel: twolevel.ReduceScatter,
 	}
 	gatherAlgos   = map[algo.Algorithm]algo.GatherFunc{algo.Tree: tree.Gather}
 	scatterAlgos  = map[algo.Algorithm]algo.ScatterFunc{algo.Tree: tree.Scatter}

@@ -55,6 +55,7 @@ var importRules = []struct {
 	// Algorithms never see a transport.
 	{"algo", []string{"internal/scratch"}},
 	{"algo/*", []string{"algo"}},
+	{"algo/twolevel", []string{"algo", "algo/halving", "algo/ring", "algo/tree"}}, // runs the one-level families on sub-groups
 	{"sim", []string{"algo", "algo/*"}},
 
 	// Transports never see an algorithm or the root.

@@ -10,7 +10,8 @@ import (
 
 // TestInitHostBlocks: Init agrees on the hosts' blocks of ranks, a group
 // works out its own, and the algorithm choice uses them: on 2 hosts of 4
-// ranks a 512 KiB allreduce takes the ring where the host-blind model
+// ranks a 512 KiB allreduce takes the two-level one (algo/twolevel, run
+// here through the communicator's algo.Hosts) where the host-blind model
 // takes Rabenseifner's halving (whose first round sends half the buffer
 // from every rank of a host through its NIC at once). A forced algorithm
 // still wins, and hosts that are not blocks, or one host, leave the choice
@@ -26,7 +27,7 @@ func TestInitHostBlocks(t *testing.T) {
 		perHost int
 		want    algo.Algorithm
 	}{
-		{"blocks", func(r int) string { return string(rune('a' + r/4)) }, 4, algo.Ring},
+		{"blocks", func(r int) string { return string(rune('a' + r/4)) }, 4, algo.TwoLevel},
 		{"interleaved", func(r int) string { return string(rune('a' + r%2)) }, 1, algo.Halving},
 		{"one host", func(r int) string { return "a" }, size, algo.Halving},
 	} {

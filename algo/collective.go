@@ -28,6 +28,7 @@ const (
 	Tree          Algorithm = "tree"          // algo/tree
 	Halving       Algorithm = "halving"       // algo/halving: Rabenseifner / recursive halving
 	Doubling      Algorithm = "doubling"      // algo/halving: recursive doubling
+	TwoLevel      Algorithm = "twolevel"      // algo/twolevel: within hosts, across hosts, within hosts
 	Pairwise      Algorithm = "pairwise"      // all-to-all pairwise exchange
 	Dissemination Algorithm = "dissemination" // barrier
 )

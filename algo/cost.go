@@ -69,13 +69,14 @@ type CostParams struct {
 var DefaultCostParams = CostParams{Alpha: 20e-6, Beta: 1e-9, Gamma: 0.25e-9}
 
 // Algorithms lists every algorithm family, in Select's tie-breaking order.
-var Algorithms = []Algorithm{Ring, Tree, Halving, Doubling, Pairwise, Dissemination}
+var Algorithms = []Algorithm{Ring, Tree, Halving, Doubling, TwoLevel, Pairwise, Dissemination}
 
 var implements = map[Algorithm][]Collective{
 	Ring:          {AllReduce, ReduceScatter, AllGather, Broadcast},
 	Tree:          {AllReduce, Broadcast, Reduce, Gather, Scatter},
 	Halving:       {AllReduce, ReduceScatter},
 	Doubling:      {AllReduce, AllGather},
+	TwoLevel:      {AllReduce, ReduceScatter, AllGather, Broadcast, Reduce},
 	Pairwise:      {AllToAll},
 	Dissemination: {Barrier},
 }
@@ -113,8 +114,8 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // a on n ranks for a buffer of bytes bytes (see the table above for what
 // the byte count means per collective), or +Inf if a does not implement c.
 func Cost(c Collective, a Algorithm, bytes, n int, p CostParams) float64 {
-	if !Implements(a, c) {
-		return math.Inf(1)
+	if !Implements(a, c) || a == TwoLevel {
+		return math.Inf(1) // one level has no hosts to run a two-level algorithm on
 	}
 	if n <= 1 {
 		return 0

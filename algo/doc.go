@@ -14,6 +14,9 @@
 //	              tree allreduce
 //	algo/halving  recursive doubling and Rabenseifner allreduce, recursive
 //	              halving reduce-scatter, recursive doubling allgather
+//	algo/twolevel within the hosts, across them, within them again:
+//	              allreduce, reduce-scatter, allgather, broadcast, reduce,
+//	              each phase one of the families above on a sub-group
 //
 // Package algo itself holds the pairwise all-to-all ([PairwiseAllToAll]),
 // the dissemination barrier ([DisseminationBarrier]), a few helpers shared by
@@ -21,7 +24,9 @@
 // alpha-beta cost model ([Cost], [Select], [SelectEnv]) that picks an
 // algorithm for a collective, message size and group size, on one level
 // or, with [Topology], on ranks grouped on hosts ([CostTopo],
-// [SelectTopo]).
+// [SelectTopo], and the two-level collectives' [PlanTwoLevel]). Peers
+// that know their hosts say so through [Hosts]; a [Subgroup] is some
+// ranks of a group seen as a group of their own.
 //
 // # Rules every algorithm follows
 //

@@ -50,6 +50,9 @@
 //	                      (no γ), + the fold
 //	pairwise all-to-all   (n-1)·αe + Σ_k min(k, L, n-k)·N/n·βe
 //	dissemination barrier d·αe (every round crosses a host boundary)
+//	two-level             the sum of its phases' one-level costs, each
+//	                      phase's family the cheapest (PlanTwoLevel in
+//	                      twolevel.go); +Inf unless L divides n, 1 < L < n
 //
 // Ring, binomial and fold formulas reduce to Cost's with one level; the
 // terms for sharing a NIC (c_k, k) are where the host-blind model went
@@ -268,6 +271,9 @@ func newShape(n, l int) *shape {
 func CostTopo(c Collective, a Algorithm, bytes, n int, t Topology) float64 {
 	if p, ok := t.flat(n); ok || !Implements(a, c) {
 		return Cost(c, a, bytes, n, p)
+	}
+	if a == TwoLevel {
+		return PlanTwoLevel(c, bytes, n, t).Time
 	}
 	L := t.RanksPerHost
 	s := shapeOf(n, L)

@@ -11,6 +11,7 @@ import (
 	"github.com/goccl/goccl/algo/halving"
 	"github.com/goccl/goccl/algo/ring"
 	"github.com/goccl/goccl/algo/tree"
+	"github.com/goccl/goccl/algo/twolevel"
 )
 
 // ErrWrong is returned (wrapped) by RunCollective when a run with real
@@ -23,15 +24,15 @@ func Func(c algo.Collective, a algo.Algorithm) any {
 	switch c {
 	case algo.AllReduce:
 		return lookup(map[algo.Algorithm]algo.AllReduceFunc{algo.Ring: ring.AllReduce, algo.Tree: tree.AllReduce,
-			algo.Halving: halving.AllReduce, algo.Doubling: halving.DoublingAllReduce}, a)
+			algo.Halving: halving.AllReduce, algo.Doubling: halving.DoublingAllReduce, algo.TwoLevel: twolevel.AllReduce}, a)
 	case algo.Broadcast:
-		return lookup(map[algo.Algorithm]algo.BroadcastFunc{algo.Ring: ring.Broadcast, algo.Tree: tree.Broadcast}, a)
+		return lookup(map[algo.Algorithm]algo.BroadcastFunc{algo.Ring: ring.Broadcast, algo.Tree: tree.Broadcast, algo.TwoLevel: twolevel.Broadcast}, a)
 	case algo.Reduce:
-		return lookup(map[algo.Algorithm]algo.ReduceFunc{algo.Tree: tree.Reduce}, a)
+		return lookup(map[algo.Algorithm]algo.ReduceFunc{algo.Tree: tree.Reduce, algo.TwoLevel: twolevel.Reduce}, a)
 	case algo.AllGather:
-		return lookup(map[algo.Algorithm]algo.AllGatherFunc{algo.Ring: ring.AllGather, algo.Doubling: halving.AllGather}, a)
+		return lookup(map[algo.Algorithm]algo.AllGatherFunc{algo.Ring: ring.AllGather, algo.Doubling: halving.AllGather, algo.TwoLevel: twolevel.AllGather}, a)
 	case algo.ReduceScatter:
-		return lookup(map[algo.Algorithm]algo.ReduceScatterFunc{algo.Ring: ring.ReduceScatter, algo.Halving: halving.ReduceScatter}, a)
+		return lookup(map[algo.Algorithm]algo.ReduceScatterFunc{algo.Ring: ring.ReduceScatter, algo.Halving: halving.ReduceScatter, algo.TwoLevel: twolevel.ReduceScatter}, a)
 	case algo.Gather:
 		return lookup(map[algo.Algorithm]algo.GatherFunc{algo.Tree: tree.Gather}, a)
 	case algo.Scatter:

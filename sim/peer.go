@@ -12,11 +12,29 @@ import (
 // peer is a rank's algo.Peers. Its methods run on the rank's goroutine.
 type peer struct{ r *rank }
 
-var _ algo.Peers = (*peer)(nil)
+var (
+	_ algo.Peers = (*peer)(nil)
+	_ algo.Hosts = (*peer)(nil)
+)
 
 func (p *peer) Rank() int     { return p.r.id }
 func (p *peer) Size() int     { return p.r.s.n }
 func (p *peer) ElemSize() int { return p.r.s.cfg.ElemSize }
+
+// Topology implements algo.Hosts: the simulated machine as the
+// two-level model sees it, for algo/twolevel's plans, as goccl sim's
+// model sees it: n/Hosts ranks a host when the hosts hold equal blocks
+// and have one NIC each behind one switch, else one rank a host (the
+// two-level collectives then run one level).
+func (p *peer) Topology() algo.Topology {
+	s := p.r.s
+	t := s.cfg.Topology
+	l := 1
+	if s.n%t.Hosts == 0 && t.NICs <= 1 && (t.HostsPerLeaf == 0 || t.HostsPerLeaf >= t.Hosts) {
+		l = s.n / t.Hosts
+	}
+	return algo.Topology{RanksPerHost: l, Intra: algo.Level(t.Intra), Inter: algo.Level(t.Inter), Gamma: s.cfg.Gamma}
+}
 
 type doneReq struct{ err error }
 

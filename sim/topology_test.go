@@ -55,6 +55,15 @@ func simTopology(t algo.Topology, n int) Topology {
 // ranks, 8 B to 1 GiB, under both machines).
 func twoLevelBand(c algo.Collective, a algo.Algorithm, n, size, elem int) band {
 	pow2 := n&(n-1) == 0
+	if a == algo.TwoLevel {
+		if h := n / 8; h&(h-1) == 0 {
+			return band{0.9, 1.1, "exact: the sum of its phases, each a one-level algorithm on a power of two"}
+		}
+		if c == algo.Reduce {
+			return band{0.5, 1.1, "the binomial reduce's rounds across a non-power of two of hosts overlap their latencies"}
+		}
+		return band{0.8, 1.5, "the phases across a non-power of two of hosts fold, as the one-level halving and doubling do"}
+	}
 	switch {
 	case (c == algo.Gather || c == algo.Scatter || c == algo.AllToAll) && size/elem < n:
 		return band{0, 1.1, "empty blocks are not sent"}
