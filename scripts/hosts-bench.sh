@@ -22,7 +22,8 @@
 #   scripts/hosts-bench.sh [flags]
 #     -H hosts (2)  -L ranks a host (2)  -rate htb rate each way (2gbit)
 #     -b smallest size (8)  -e largest size (256M)  -f factor (2)
-#     -op collective (allreduce)  -rounds rounds (3)  -w warm-up (5)
+#     -op collective (allreduce)  -algo family (goccl bench -algo; default: the model's pick)
+#     -rounds rounds (3)  -w warm-up (5)
 #     -iters timed iterations (20)  -check (validate, #wrong column)
 #     -keep-going (a failed round is reported, the others still count)
 #
@@ -40,7 +41,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-H=2 L=2 RATE=2gbit B=8 E=256M F=2 OP=allreduce ROUNDS=3 W=5 ITERS=20 CHECK= KEEP=
+H=2 L=2 RATE=2gbit B=8 E=256M F=2 OP=allreduce ALGO= ROUNDS=3 W=5 ITERS=20 CHECK= KEEP=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift ;;
@@ -50,6 +51,7 @@ while [ $# -gt 0 ]; do
 	-e) E=$2; shift ;;
 	-f) F=$2; shift ;;
 	-op) OP=$2; shift ;;
+	-algo) ALGO=$2; shift ;;
 	-rounds) ROUNDS=$2; shift ;;
 	-w) W=$2; shift ;;
 	-iters) ITERS=$2; shift ;;
@@ -118,7 +120,7 @@ done
 master=$subnet.1
 
 echo "# hosts-bench: $H hosts x $L ranks, each host's link $RATE each way (htb), no delay between hosts;" \
-	"goccl bench -join -transport auto -op $OP, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds"
+	"goccl bench -join -transport auto -op $OP${ALGO:+ -algo $ALGO}, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds"
 
 # One round: every rank, rank r on host r/L; rank 0's CSV to $1.
 round() {
@@ -130,7 +132,7 @@ round() {
 			RANK=$r WORLD_SIZE=$N LOCAL_RANK=$((r % L)) LOCAL_WORLD_SIZE=$L \
 			MASTER_ADDR=$master MASTER_PORT=$port GOCCL_IFNAME=eth0 \
 			ip netns exec "$id-h$h" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "goccl-host$h" \
-			"$tmp/goccl" bench -join -transport auto -op "$OP" -b "$B" -e "$E" -f "$F" -w "$W" -iters "$ITERS" \
+			"$tmp/goccl" bench -join -transport auto -op "$OP" -algo "$ALGO" -b "$B" -e "$E" -f "$F" -w "$W" -iters "$ITERS" \
 			$CHECK -q -format csv >"$tmp/rank$r.out" 2>"$tmp/rank$r.err" &
 		pids+=($!)
 	done
