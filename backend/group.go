@@ -105,6 +105,9 @@ func (g *Group) Attach(l Links) {
 	}
 	g.links = l
 	g.w.groups.Store(l.ID, g)
+	if lk, ok := g.be.(Linked); ok {
+		lk.Link(l)
+	}
 	if l.Check && len(l.Ranks) > 1 {
 		go g.ring()
 	}
@@ -115,6 +118,9 @@ func (g *Group) Name() string { return g.be.Name() }
 
 // Takes reports whether the backend runs c.
 func (g *Group) Takes(c *Call) bool { return g.be.Takes(c) }
+
+// Memory says which buffers the backend takes.
+func (g *Group) Memory() Memory { return g.be.Memory() }
 
 // Next returns the Order of a call being ordered now; the root calls it
 // under the lock that orders its calls.
@@ -172,10 +178,12 @@ func (g *Group) Post(c *Call) error {
 // Run issues c in its order and polls it until it completes, ctx ends
 // (a *PeerError wrapping context.DeadlineExceeded names the rank behind)
 // or stop is closed (ErrStopped). fp is the call's fingerprint, compared
-// with the other ranks' off the call's path; nil: no check. Avg runs as
-// Sum, divided by the group's size after.
+// with the other ranks' off the call's path; nil: no check. Avg on host
+// memory runs as Sum, divided by the group's size after; on device
+// memory the backend maps it (ncclAvg, or Sum and a scale on its
+// stream). A request whose wait ends unfinished is cancelled (Canceler).
 func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) error {
-	avg := c.Op == reduceop.Avg
+	avg := c.Op == reduceop.Avg && c.RecvDev == nil && c.SendDev == nil
 	if avg {
 		c.Op = reduceop.Sum
 	}
@@ -203,6 +211,9 @@ func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-c
 	}
 	if err := poll(ctx, r, stop); err != nil {
 		g.w.broken.Store(true)
+		if cr, ok := r.(Canceler); ok {
+			cr.Cancel()
+		}
 		return g.failed(ctx, err)
 	}
 	if avg && (c.Coll != Reduce || c.Root == g.links.Rank) {
