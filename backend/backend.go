@@ -230,11 +230,7 @@ func Open(k Kind, rank, size int) (Comm, error) {
 		if !ok {
 			return nil, nil
 		}
-		c, err := open(rank, size)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return c, nil
+		return open(rank, size) // its error wraps ErrUnavailable
 	}
 	if err := Available(k); err != nil || k == Goccl {
 		return nil, err

@@ -31,7 +31,7 @@ var ErrAborted = errors.New("nccl: communicator aborted")
 func open(rank, size int) (backend.Comm, error) {
 	l, err := Load()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
 	return &comm{lib: l, rank: rank, size: size, all: &family{}}, nil
 }
@@ -331,6 +331,10 @@ func (r *request) Test() (bool, error) {
 	if r.done {
 		return true, r.err
 	}
+	if r.c.aborted.Load() { // the communicator is gone: ask it nothing
+		r.done, r.err = true, ErrAborted
+		return true, r.err
+	}
 	ok, err := r.ev.Done()
 	if err == nil {
 		if aerr := r.c.asyncErr(); aerr != nil {
@@ -338,9 +342,6 @@ func (r *request) Test() (bool, error) {
 		} else if !ok {
 			return false, nil
 		}
-	}
-	if err == nil && r.c.aborted.Load() {
-		err = ErrAborted
 	}
 	r.done, r.err = true, err
 	r.ev.Destroy()
@@ -394,8 +395,15 @@ func (c *comm) Start(k *backend.Call) (backend.Request, error) {
 		ev.Destroy()
 		return nil, err
 	}
+	issued.Add(1)
 	return &request{c: c, ev: ev}, nil
 }
+
+var issued atomic.Uint64
+
+// Issued is how many goccl calls this process has issued on NCCL (tests,
+// and goccl bench's check that NCCL ran).
+func Issued() uint64 { return issued.Load() }
 
 func bytesOf(b device.Buffer) int {
 	if b == nil {

@@ -1,0 +1,498 @@
+//go:build cuda && cgo
+
+package nccl_test
+
+// These tests run goccl's collectives on device memory over the NCCL
+// backend, as processes on one host, against a host reference. Without a
+// GPU they run over the fake NCCL (fakenccl/) and the fake CUDA
+// (device/cuda/compat/fakecuda), which scripts/nccl-check.sh builds and
+// names in GOCCL_NCCL_LIB and LD_LIBRARY_PATH; without GOCCL_NCCL_LIB
+// they skip. Each test starts its ranks as processes of this test binary
+// (GOCCL_NCCL_CHECK names what a rank runs); a rank prints "NCCL-CHECK ok"
+// when its part passed.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/backend"
+	"github.com/goccl/goccl/backend/nccl"
+	"github.com/goccl/goccl/device/cuda"
+	"github.com/goccl/goccl/reduceop"
+)
+
+const envCheck = "GOCCL_NCCL_CHECK"
+
+func TestMain(m *testing.M) {
+	if check := os.Getenv(envCheck); check != "" {
+		os.Exit(rankMain(check))
+	}
+	os.Exit(m.Run())
+}
+
+// job runs n ranks of check; extra[r] is added to rank r's environment.
+// It returns each rank's output; it fails t if a rank does not exit 0
+// within timeout.
+func job(t *testing.T, n int, check string, timeout time.Duration, extra func(r int) []string) []string {
+	t.Helper()
+	if os.Getenv(nccl.EnvLib) == "" {
+		t.Skip("GOCCL_NCCL_LIB is not set: run scripts/nccl-check.sh (the fake NCCL and CUDA)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	outs := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envCheck+"="+check,
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "GOCCL_TRANSPORT=tcp")
+		if extra != nil {
+			cmd.Env = append(cmd.Env, extra(r)...)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			out, err := cmd.CombinedOutput()
+			outs[r], errs[r] = string(out), err
+		}()
+	}
+	wg.Wait()
+	for r := range n {
+		if errs[r] != nil || !strings.Contains(outs[r], "NCCL-CHECK ok") {
+			t.Errorf("rank %d of %s: %v\n%s", r, check, errs[r], outs[r])
+		} else {
+			t.Logf("rank %d:\n%s", r, outs[r])
+		}
+	}
+	return outs
+}
+
+func TestSuite2(t *testing.T) { job(t, 2, "suite", time.Minute, nil) }
+func TestSuite3(t *testing.T) { job(t, 3, "suite", time.Minute, nil) }
+
+// TestSuiteNoAvg: an NCCL without ncclAvg (before 2.10): Avg runs as Sum
+// and a scale on the stream.
+func TestSuiteNoAvg(t *testing.T) {
+	job(t, 2, "suite", time.Minute, func(int) []string { return []string{"GOCCL_FAKENCCL_VERSION=20903"} })
+}
+
+func TestGroups(t *testing.T) { job(t, 3, "groups", time.Minute, nil) }
+
+func TestDeadline(t *testing.T) { job(t, 3, "deadline", time.Minute, nil) }
+
+func TestMismatch(t *testing.T) { job(t, 2, "mismatch", time.Minute, nil) }
+
+// TestAutoFallback: one rank cannot load the library, so every rank runs
+// goccl's own path, with the same results.
+func TestAutoFallback(t *testing.T) {
+	job(t, 2, "fallback", time.Minute, func(r int) []string {
+		if r == 1 {
+			return []string{nccl.EnvLib + "=/nonexistent/libnccl.so.2"}
+		}
+		return nil
+	})
+}
+
+// TestRefused: GOCCL_BACKEND=nccl without the library is ErrInvalid
+// wrapping backend.ErrUnavailable, naming the library.
+func TestRefused(t *testing.T) {
+	job(t, 1, "refused", time.Minute, func(int) []string { return []string{nccl.EnvLib + "=/nonexistent/libnccl.so.2"} })
+}
+
+// --- the ranks ---
+
+func rankMain(check string) int {
+	ctx := context.Background()
+	if check == "refused" {
+		_, err := goccl.NewLocal(2, goccl.WithBackend("nccl"))
+		fmt.Println("refused:", err)
+		if errors.Is(err, goccl.ErrInvalid) && errors.Is(err, backend.ErrUnavailable) && strings.Contains(fmt.Sprint(err), "/nonexistent/libnccl.so.2") {
+			fmt.Println("NCCL-CHECK ok")
+		}
+		return 0
+	}
+	be := "nccl"
+	if check == "fallback" {
+		be = "auto"
+	}
+	c, err := goccl.Init(ctx, goccl.WithBackend(be), goccl.WithTimeout(30*time.Second))
+	if err != nil {
+		fmt.Println("init:", err)
+		return 2
+	}
+	dev, err := cuda.Open(0) // the fake CUDA has one device, shared by the ranks
+	if err != nil {
+		fmt.Println("cuda:", err)
+		return 2
+	}
+	r := &rank{c: c, dev: dev, ctx: ctx}
+	ok := false
+	switch check {
+	case "suite":
+		ok = r.suite(true)
+	case "fallback":
+		ok = r.suite(false)
+	case "groups":
+		ok = r.groups()
+	case "deadline":
+		ok = r.deadline()
+	case "mismatch":
+		ok = r.mismatch()
+	}
+	if ok {
+		fmt.Println("NCCL-CHECK ok")
+	}
+	c.Close()
+	return 0
+}
+
+type rank struct {
+	c   *goccl.Comm
+	dev *cuda.Context
+	ctx context.Context
+	bad int
+}
+
+func (r *rank) failf(format string, args ...any) {
+	r.bad++
+	fmt.Printf("rank %d: "+format+"\n", append([]any{r.c.Rank()}, args...)...)
+}
+
+// val is element i of rank q's data: small integers, exact in every
+// dtype, whose products over 3 ranks fit in a uint8.
+func val(q, i int) float64 { return float64(q%3+1) + float64(i%3) }
+
+func encode(dt reduceop.DType, v []float64) []byte {
+	b := make([]byte, len(v)*dt.Size())
+	for i, x := range v {
+		switch dt {
+		case reduceop.Float32:
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(x)))
+		case reduceop.Float64:
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+		case reduceop.BFloat16:
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(float32(x))>>16))
+		case reduceop.Int32:
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(x)))
+		case reduceop.Int64:
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(x)))
+		case reduceop.Uint8:
+			b[i] = uint8(x)
+		}
+	}
+	return b
+}
+
+func decode(dt reduceop.DType, b []byte) []float64 {
+	v := make([]float64, len(b)/dt.Size())
+	for i := range v {
+		switch dt {
+		case reduceop.Float32:
+			v[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		case reduceop.Float64:
+			v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		case reduceop.BFloat16:
+			v[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16))
+		case reduceop.Int32:
+			v[i] = float64(int32(binary.LittleEndian.Uint32(b[4*i:])))
+		case reduceop.Int64:
+			v[i] = float64(int64(binary.LittleEndian.Uint64(b[8*i:])))
+		case reduceop.Uint8:
+			v[i] = float64(b[i])
+		}
+	}
+	return v
+}
+
+// buf is a device buffer holding v.
+func (r *rank) buf(dt reduceop.DType, v []float64) *cuda.Buffer {
+	b, err := r.dev.NewBuffer(dt, len(v))
+	if err != nil {
+		panic(err)
+	}
+	if len(v) > 0 {
+		if err := b.CopyFromHost(r.ctx, 0, encode(dt, v)); err != nil {
+			panic(err)
+		}
+	}
+	return b
+}
+
+func (r *rank) read(b *cuda.Buffer) []float64 {
+	h := make([]byte, b.Len()*b.DType().Size())
+	if err := b.CopyToHost(r.ctx, h, 0); err != nil {
+		panic(err)
+	}
+	return decode(b.DType(), h)
+}
+
+func (r *rank) check(what string, dt reduceop.DType, got, want []float64) {
+	tol := 0.0
+	if dt.IsFloat() {
+		tol = 1e-5
+		if dt == reduceop.BFloat16 {
+			tol = 1.0 / 64
+		}
+	}
+	if len(got) != len(want) {
+		r.failf("%s %v: %d elements, want %d", what, dt, len(got), len(want))
+		return
+	}
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
+			r.failf("%s %v: [%d] = %v, want %v", what, dt, i, got[i], want[i])
+			return
+		}
+	}
+}
+
+func seq(n int, f func(i int) float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = f(i)
+	}
+	return v
+}
+
+// reference is op over every rank's val(q, i).
+func reference(dt reduceop.DType, op reduceop.Op, size, i int) float64 {
+	acc := val(0, i)
+	for q := 1; q < size; q++ {
+		x := val(q, i)
+		switch op {
+		case reduceop.Sum, reduceop.Avg:
+			acc += x
+		case reduceop.Prod:
+			acc *= x
+		case reduceop.Min:
+			acc = math.Min(acc, x)
+		case reduceop.Max:
+			acc = math.Max(acc, x)
+		}
+	}
+	if op == reduceop.Avg {
+		acc /= float64(size)
+		if !dt.IsFloat() {
+			acc = math.Trunc(acc)
+		}
+	}
+	return acc
+}
+
+// suite runs every collective the backend takes on device memory and
+// checks it against the host reference; onNCCL: each call must have run
+// on NCCL (else on goccl's own path: none may have).
+func (r *rank) suite(onNCCL bool) bool {
+	c, me, n := r.c, r.c.Rank(), r.c.Size()
+	before := nccl.Issued()
+	calls := uint64(0)
+	const m = 1000 // elements per rank's block
+	do := func(what string, err error) {
+		calls++
+		if err != nil {
+			r.failf("%s: %v", what, err)
+		}
+	}
+	for _, dt := range []reduceop.DType{reduceop.Float32, reduceop.Float64, reduceop.BFloat16, reduceop.Int32, reduceop.Int64, reduceop.Uint8} {
+		for _, op := range []reduceop.Op{reduceop.Sum, reduceop.Prod, reduceop.Min, reduceop.Max, reduceop.Avg} {
+			if op == reduceop.Avg && !dt.IsFloat() {
+				continue // goccl defines Avg on floats only
+			}
+			b := r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
+			do("allreduce", c.AllReduce(r.ctx, b, op))
+			r.check(fmt.Sprintf("allreduce %v", op), dt, r.read(b), seq(m, func(i int) float64 { return reference(dt, op, n, i) }))
+			b.Free()
+		}
+		root := 1 % n
+		b := r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
+		do("broadcast", c.Broadcast(r.ctx, b, root))
+		r.check("broadcast", dt, r.read(b), seq(m, func(i int) float64 { return val(root, i) }))
+		b.Free()
+
+		root = n - 1
+		b = r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
+		do("reduce", c.Reduce(r.ctx, b, reduceop.Sum, root))
+		if me == root {
+			r.check("reduce", dt, r.read(b), seq(m, func(i int) float64 { return reference(dt, reduceop.Sum, n, i) }))
+		}
+		b.Free()
+
+		s := r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
+		rv := r.buf(dt, make([]float64, n*m))
+		do("allgather", c.AllGather(r.ctx, s, rv))
+		r.check("allgather", dt, r.read(rv), seq(n*m, func(i int) float64 { return val(i/m, i%m) }))
+		s.Free()
+		rv.Free()
+
+		// reduce-scatter: rank q's block j is val(q, j*m+i).
+		s = r.buf(dt, seq(n*m, func(i int) float64 { return val(me, i) }))
+		rv = r.buf(dt, make([]float64, m))
+		do("reducescatter", c.ReduceScatter(r.ctx, s, rv, reduceop.Sum))
+		r.check("reducescatter", dt, r.read(rv), seq(m, func(i int) float64 { return reference(dt, reduceop.Sum, n, me*m+i) }))
+		s.Free()
+		rv.Free()
+
+		// all-to-all: rank q sends block j, 10*q+j+i%3, to rank j.
+		s = r.buf(dt, seq(n*m, func(i int) float64 { return float64(10*me+i/m) + float64(i%3) }))
+		rv = r.buf(dt, make([]float64, n*m))
+		do("alltoall", c.AllToAll(r.ctx, s, rv))
+		r.check("alltoall", dt, r.read(rv), seq(n*m, func(i int) float64 { return float64(10*(i/m)+me) + float64((me*m+i%m)%3) }))
+		s.Free()
+		rv.Free()
+
+		root = 0
+		s = r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
+		rv = r.buf(dt, make([]float64, n*m))
+		do("gather", c.Gather(r.ctx, s, rv, root))
+		if me == root {
+			r.check("gather", dt, r.read(rv), seq(n*m, func(i int) float64 { return val(i/m, i%m) }))
+		}
+		s.Free()
+		rv.Free()
+
+		root = n - 1
+		s = r.buf(dt, seq(n*m, func(i int) float64 { return float64(i/m) + float64(i%5) }))
+		rv = r.buf(dt, make([]float64, m))
+		do("scatter", c.Scatter(r.ctx, s, rv, root))
+		r.check("scatter", dt, r.read(rv), seq(m, func(i int) float64 { return float64(me) + float64(i%5) }))
+		s.Free()
+		rv.Free()
+	}
+	got := nccl.Issued() - before
+	if onNCCL && got != calls {
+		r.failf("%d calls ran on NCCL, want all %d", got, calls)
+	}
+	if !onNCCL && got != 0 {
+		r.failf("%d calls ran on NCCL, want none (auto falls back)", got)
+	}
+	// A dtype NCCL has no name for, and an op it lacks: goccl's own path.
+	b := r.buf(reduceop.Int32, seq(m, func(i int) float64 { return val(me, i) }))
+	before = nccl.Issued()
+	if err := c.AllReduce(r.ctx, b, reduceop.BOr); err != nil {
+		r.failf("allreduce BOr: %v", err)
+	}
+	if nccl.Issued() != before {
+		r.failf("BOr ran on NCCL")
+	}
+	b.Free()
+	fmt.Printf("rank %d: %d calls checked, %d on NCCL\n", me, calls, got)
+	return r.bad == 0
+}
+
+// groups: a group split from a world whose communicator is up
+// (ncclCommSplit), and one made before any device call of its own (its
+// own id): an allreduce on each.
+func (r *rank) groups() bool {
+	c, me := r.c, r.c.Rank()
+	early, err := c.NewGroup([]int{1, 2})
+	if err != nil {
+		r.failf("NewGroup: %v", err)
+		return false
+	}
+	b := r.buf(reduceop.Float32, []float64{float64(me)})
+	if err := c.AllReduce(r.ctx, b, reduceop.Sum); err != nil { // the world's communicator comes up
+		r.failf("world allreduce: %v", err)
+	}
+	r.check("world", reduceop.Float32, r.read(b), []float64{3})
+	split, err := c.Split(r.ctx, me%2, me)
+	if err != nil {
+		r.failf("Split: %v", err)
+		return false
+	}
+	b = r.buf(reduceop.Float32, []float64{float64(me + 1)})
+	if err := split.AllReduce(r.ctx, b, reduceop.Sum); err != nil {
+		r.failf("split allreduce: %v", err)
+	}
+	want := map[int]float64{0: 1 + 3, 1: 2, 2: 1 + 3}[me]
+	r.check("split", reduceop.Float32, r.read(b), []float64{want})
+	if early != nil {
+		b = r.buf(reduceop.Int64, []float64{float64(me * 10)})
+		if err := early.AllReduce(r.ctx, b, reduceop.Max); err != nil {
+			r.failf("group allreduce: %v", err)
+		}
+		r.check("group", reduceop.Int64, r.read(b), []float64{20})
+	} else if me != 0 {
+		r.failf("not in the group [1 2]")
+	}
+	return r.bad == 0
+}
+
+// deadline: the last rank sleeps past the others' deadline; their calls
+// fail with ErrTimeout naming it, and the communicator is aborted.
+func (r *rank) deadline() bool {
+	c, me, n := r.c, r.c.Rank(), r.c.Size()
+	b := r.buf(reduceop.Float32, seq(64, func(int) float64 { return 1 }))
+	if err := c.AllReduce(r.ctx, b, reduceop.Sum); err != nil { // the communicator comes up
+		r.failf("first allreduce: %v", err)
+		return false
+	}
+	if me == n-1 {
+		time.Sleep(3 * time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
+		defer cancel()
+		err := c.AllReduce(ctx, b, reduceop.Sum)
+		fmt.Printf("rank %d (slept): %v\n", me, err)
+		return true
+	}
+	// Rank 0's deadline comes first: the others may see its abort first.
+	ctx, cancel := context.WithTimeout(r.ctx, time.Duration(1+me)*time.Second)
+	defer cancel()
+	err := c.AllReduce(ctx, b, reduceop.Sum)
+	fmt.Printf("rank %d: %v\n", me, err)
+	var ge *goccl.Error
+	if me == 0 && (!errors.Is(err, goccl.ErrTimeout) || !errors.As(err, &ge) || ge.Peer != n-1) {
+		r.failf("want ErrTimeout naming rank %d: %v", n-1, err)
+	}
+	if err == nil {
+		r.failf("the call succeeded without rank %d", n-1)
+	}
+	if err := c.AllReduce(r.ctx, b, reduceop.Sum); err == nil {
+		r.failf("a call after the abort succeeded")
+	}
+	return r.bad == 0
+}
+
+// mismatch: rank 1 broadcasts where rank 0 allreduces; the guard finds it
+// a few calls later at most and the calls fail with ErrMismatch naming
+// both.
+func (r *rank) mismatch() bool {
+	c, me := r.c, r.c.Rank()
+	b := r.buf(reduceop.Float32, seq(8, func(int) float64 { return 1 }))
+	var err error
+	if me == 1 {
+		err = c.Broadcast(r.ctx, b, 0)
+	} else {
+		err = c.AllReduce(r.ctx, b, reduceop.Sum)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for err == nil && time.Now().Before(deadline) {
+		err = c.AllReduce(r.ctx, b, reduceop.Sum)
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Printf("rank %d: %v\n", me, err)
+	msg := fmt.Sprint(err)
+	if !errors.Is(err, goccl.ErrMismatch) || !strings.Contains(msg, "broadcast") || !strings.Contains(msg, "all_reduce") {
+		r.failf("want ErrMismatch naming broadcast and all_reduce: %v", err)
+	}
+	return r.bad == 0
+}
