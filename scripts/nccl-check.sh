@@ -5,8 +5,9 @@
 # (backend/nccl/fakenccl) and the fake CUDA (device/cuda/compat/fakecuda)
 # built here, over the CUDA headers scripts/cuda-sdk.sh fetches. The
 # library is loaded at run time as on a GPU machine: GOCCL_NCCL_LIB names
-# the fake. Nothing here says anything about NCCL's own speed or
-# correctness, only that goccl drives its API as documented.
+# the fake. goccl's own NCCL header is first compiled against NCCL's real
+# nccl.h (scripts/nccl-header.sh). Nothing here says anything about NCCL's
+# own speed or correctness, only that goccl drives its API as documented.
 #
 #   scripts/nccl-check.sh            the tests (go test flags may follow: -run, -v)
 set -euo pipefail
@@ -28,6 +29,15 @@ if go list -deps ./... | grep -q '^gorgonia\.org/cu'; then
   echo "nccl-check: FAILED: gorgonia.org/cu is imported without the cuda tag" >&2; exit 1
 fi
 go vet -tags cuda ./backend/...
+
+echo "-- goccl's NCCL header agrees with NCCL's nccl.h (libnccl-dev 2.22.3): values, sizes, entry points"
+if inc=$(scripts/nccl-header.sh); then
+  gcc -Wall -Werror -fsyntax-only -I"$inc" -I"$sdk/usr/include" backend/nccl/abi/abi_check.c
+elif [ "${CI:-}" = true ]; then
+  echo "nccl-check: FAILED: nccl-header.sh with CI=true" >&2; exit 1
+else
+  echo "SKIPPED: no nccl.h (nccl-header.sh, above): the header was NOT checked against NCCL's"
+fi
 
 echo "-- backend/nccl's tests over the fakes (2 and 3 ranks as processes)"
 CGO_CFLAGS="-I$PWD/device/cuda/compat -I$sdk/usr/include" \

@@ -378,6 +378,9 @@ func (r *rank) suite(onNCCL bool) bool {
 		s.Free()
 		rv.Free()
 	}
+	if onNCCL {
+		calls += r.onStream()
+	}
 	got := nccl.Issued() - before
 	if onNCCL && got != calls {
 		r.failf("%d calls ran on NCCL, want all %d", got, calls)
@@ -397,6 +400,55 @@ func (r *rank) suite(onNCCL bool) bool {
 	b.Free()
 	fmt.Printf("rank %d: %d calls checked, %d on NCCL\n", me, calls, got)
 	return r.bad == 0
+}
+
+// onStream: an allreduce on a framework's stream runs on NCCL after the
+// work enqueued on that stream before it (a copy from pinned memory),
+// and work enqueued after it (a copy back) sees its result.
+func (r *rank) onStream() uint64 {
+	c, me, n := r.c, r.c.Rank(), r.c.Size()
+	const m = 4096
+	s, err := r.dev.NewStream()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Destroy()
+	h, err := r.dev.AllocHost(m * 4)
+	if err != nil {
+		panic(err)
+	}
+	defer h.Free()
+	b := r.buf(reduceop.Float32, make([]float64, m))
+	defer b.Free()
+	copy(h.Bytes(), encode(reduceop.Float32, seq(m, func(i int) float64 { return val(me, i) })))
+	hold, err := s.Hold() // the copy waits: a call that did not wait for it would reduce zeros
+	if err != nil {
+		panic(err)
+	}
+	if err := s.CopyFromHost(b, 0, h.Bytes()); err != nil {
+		panic(err)
+	}
+	w := c.OnStream(s).AllReduce(r.ctx, b, reduceop.Sum)
+	time.Sleep(50 * time.Millisecond)
+	hold.Release()
+	out := make([]byte, m*4)
+	back, err := r.dev.AllocHost(m * 4)
+	if err != nil {
+		panic(err)
+	}
+	defer back.Free()
+	if err := s.CopyToHost(back.Bytes(), b, 0); err != nil {
+		panic(err)
+	}
+	if err := w.Wait(r.ctx); err != nil {
+		r.failf("allreduce on a stream: %v", err)
+	}
+	if err := s.Synchronize(r.ctx); err != nil {
+		panic(err)
+	}
+	copy(out, back.Bytes())
+	r.check("allreduce on a stream", reduceop.Float32, decode(reduceop.Float32, out), seq(m, func(i int) float64 { return reference(reduceop.Float32, reduceop.Sum, n, i) }))
+	return 1
 }
 
 // groups: a group split from a world whose communicator is up
