@@ -29,6 +29,7 @@ import (
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/backend/nccl"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/device/cuda"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -102,6 +103,10 @@ func TestDeadline(t *testing.T) { job(t, 3, "deadline", time.Minute, nil) }
 
 func TestMismatch(t *testing.T) { job(t, 2, "mismatch", time.Minute, nil) }
 
+// TestLostRank: the last rank exits after its first call; the others'
+// next call fails naming it.
+func TestLostRank(t *testing.T) { job(t, 3, "lost", time.Minute, nil) }
+
 // TestAutoFallback: one rank cannot load the library, so every rank runs
 // goccl's own path, with the same results.
 func TestAutoFallback(t *testing.T) {
@@ -158,6 +163,8 @@ func rankMain(check string) int {
 		ok = r.deadline()
 	case "mismatch":
 		ok = r.mismatch()
+	case "lost":
+		ok = r.lost()
 	}
 	if ok {
 		fmt.Println("NCCL-CHECK ok")
@@ -198,6 +205,14 @@ func encode(dt reduceop.DType, v []float64) []byte {
 			binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(x)))
 		case reduceop.Uint8:
 			b[i] = uint8(x)
+		case reduceop.Int8:
+			b[i] = uint8(int8(x))
+		case reduceop.Float16:
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(reduceop.F16FromFloat32(float32(x))))
+		case reduceop.Uint32:
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+		case reduceop.Uint64:
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
 		}
 	}
 	return b
@@ -219,6 +234,14 @@ func decode(dt reduceop.DType, b []byte) []float64 {
 			v[i] = float64(int64(binary.LittleEndian.Uint64(b[8*i:])))
 		case reduceop.Uint8:
 			v[i] = float64(b[i])
+		case reduceop.Int8:
+			v[i] = float64(int8(b[i]))
+		case reduceop.Float16:
+			v[i] = float64(reduceop.F16(binary.LittleEndian.Uint16(b[2*i:])).Float32())
+		case reduceop.Uint32:
+			v[i] = float64(binary.LittleEndian.Uint32(b[4*i:]))
+		case reduceop.Uint64:
+			v[i] = float64(binary.LittleEndian.Uint64(b[8*i:]))
 		}
 	}
 	return v
@@ -250,7 +273,7 @@ func (r *rank) check(what string, dt reduceop.DType, got, want []float64) {
 	tol := 0.0
 	if dt.IsFloat() {
 		tol = 1e-5
-		if dt == reduceop.BFloat16 {
+		if dt == reduceop.BFloat16 || dt == reduceop.Float16 {
 			tol = 1.0 / 64
 		}
 	}
@@ -313,10 +336,11 @@ func (r *rank) suite(onNCCL bool) bool {
 			r.failf("%s: %v", what, err)
 		}
 	}
-	for _, dt := range []reduceop.DType{reduceop.Float32, reduceop.Float64, reduceop.BFloat16, reduceop.Int32, reduceop.Int64, reduceop.Uint8} {
+	for _, dt := range []reduceop.DType{reduceop.Float32, reduceop.Float64, reduceop.Float16, reduceop.BFloat16,
+		reduceop.Int8, reduceop.Uint8, reduceop.Int32, reduceop.Uint32, reduceop.Int64, reduceop.Uint64} {
 		for _, op := range []reduceop.Op{reduceop.Sum, reduceop.Prod, reduceop.Min, reduceop.Max, reduceop.Avg} {
-			if op == reduceop.Avg && !dt.IsFloat() {
-				continue // goccl defines Avg on floats only
+			if device.CheckReduce(op, dt) != nil {
+				continue // goccl's argument check refuses it before a backend is asked: Avg on integers, uint32 and uint64 on device memory
 			}
 			b := r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
 			do("allreduce", c.AllReduce(r.ctx, b, op))
@@ -329,13 +353,16 @@ func (r *rank) suite(onNCCL bool) bool {
 		r.check("broadcast", dt, r.read(b), seq(m, func(i int) float64 { return val(root, i) }))
 		b.Free()
 
+		reduces := device.CheckReduce(reduceop.Sum, dt) == nil
 		root = n - 1
-		b = r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
-		do("reduce", c.Reduce(r.ctx, b, reduceop.Sum, root))
-		if me == root {
-			r.check("reduce", dt, r.read(b), seq(m, func(i int) float64 { return reference(dt, reduceop.Sum, n, i) }))
+		if reduces {
+			b = r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
+			do("reduce", c.Reduce(r.ctx, b, reduceop.Sum, root))
+			if me == root {
+				r.check("reduce", dt, r.read(b), seq(m, func(i int) float64 { return reference(dt, reduceop.Sum, n, i) }))
+			}
+			b.Free()
 		}
-		b.Free()
 
 		s := r.buf(dt, seq(m, func(i int) float64 { return val(me, i) }))
 		rv := r.buf(dt, make([]float64, n*m))
@@ -345,12 +372,14 @@ func (r *rank) suite(onNCCL bool) bool {
 		rv.Free()
 
 		// reduce-scatter: rank q's block j is val(q, j*m+i).
-		s = r.buf(dt, seq(n*m, func(i int) float64 { return val(me, i) }))
-		rv = r.buf(dt, make([]float64, m))
-		do("reducescatter", c.ReduceScatter(r.ctx, s, rv, reduceop.Sum))
-		r.check("reducescatter", dt, r.read(rv), seq(m, func(i int) float64 { return reference(dt, reduceop.Sum, n, me*m+i) }))
-		s.Free()
-		rv.Free()
+		if reduces {
+			s = r.buf(dt, seq(n*m, func(i int) float64 { return val(me, i) }))
+			rv = r.buf(dt, make([]float64, m))
+			do("reducescatter", c.ReduceScatter(r.ctx, s, rv, reduceop.Sum))
+			r.check("reducescatter", dt, r.read(rv), seq(m, func(i int) float64 { return reference(dt, reduceop.Sum, n, me*m+i) }))
+			s.Free()
+			rv.Free()
+		}
 
 		// all-to-all: rank q sends block j, 10*q+j+i%3, to rank j.
 		s = r.buf(dt, seq(n*m, func(i int) float64 { return float64(10*me+i/m) + float64(i%3) }))
@@ -520,6 +549,30 @@ func (r *rank) deadline() bool {
 	}
 	if err := c.AllReduce(r.ctx, b, reduceop.Sum); err == nil {
 		r.failf("a call after the abort succeeded")
+	}
+	return r.bad == 0
+}
+
+// lost: the last rank exits (its process ends, without Close) after the
+// communicator is up; the others' next call fails, naming it.
+func (r *rank) lost() bool {
+	c, me, n := r.c, r.c.Rank(), r.c.Size()
+	b := r.buf(reduceop.Float32, seq(64, func(int) float64 { return 1 }))
+	if err := c.AllReduce(r.ctx, b, reduceop.Sum); err != nil {
+		r.failf("first allreduce: %v", err)
+		return false
+	}
+	if me == n-1 {
+		fmt.Println("NCCL-CHECK ok (exiting)")
+		os.Exit(0)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	err := c.AllReduce(ctx, b, reduceop.Sum)
+	fmt.Printf("rank %d: %v\n", me, err)
+	var ge *goccl.Error
+	if !errors.Is(err, goccl.ErrPeerClosed) || !errors.As(err, &ge) || ge.Peer != n-1 {
+		r.failf("want ErrPeerClosed naming rank %d: %v", n-1, err)
 	}
 	return r.bad == 0
 }
