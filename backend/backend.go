@@ -196,6 +196,11 @@ var openers = map[Kind]Opener{}
 // init function.
 func Register(k Kind, open Opener) { openers[k] = open }
 
+// ErrAborted is goccl.ErrAborted, here so that a backend's error can wrap
+// it: a call whose backend communicator was aborted under it (NCCL's at a
+// deadline) says so.
+var ErrAborted = errors.New("communicator aborted")
+
 // ErrUnavailable is wrapped by Open's error for a backend this binary
 // does not have.
 var ErrUnavailable = errors.New("backend not available")

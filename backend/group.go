@@ -211,15 +211,26 @@ func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-c
 	}
 	if err := poll(ctx, r, stop); err != nil {
 		g.w.broken.Store(true)
-		if cr, ok := r.(Canceler); ok {
+		err = g.failed(ctx, err)
+		if cr, ok := r.(Canceler); ok { // after the search for the rank behind, which asks the others
 			cr.Cancel()
+			err = cancelled(err, g.be.Name())
 		}
-		return g.failed(ctx, err)
+		return err
 	}
 	if avg && (c.Coll != Reduce || c.Root == g.links.Rank) {
 		return (reduceop.Host{}).Scale(c.DType, c.Recv, len(g.links.Ranks))
 	}
 	return nil
+}
+
+// cancelled adds to err that the backend's communicator was aborted,
+// keeping a PeerError's peer.
+func cancelled(err error, name string) error {
+	if pe := (*PeerError)(nil); errors.As(err, &pe) {
+		return &PeerError{Peer: pe.Peer, Err: fmt.Errorf("%w (%w: the %s communicator)", pe.Err, ErrAborted, name)}
+	}
+	return fmt.Errorf("%w (%w: the %s communicator)", err, ErrAborted, name)
 }
 
 // failed turns a wait that ended into Run's error: at the deadline, the

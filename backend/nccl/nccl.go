@@ -25,8 +25,8 @@ var IDWait = 5 * time.Minute
 
 // ErrAborted is wrapped by the error of a call on a communicator that
 // was aborted (ncclCommAbort: a call's deadline, a mismatch, Close after
-// an abandoned call).
-var ErrAborted = errors.New("nccl: communicator aborted")
+// an abandoned call); it is goccl.ErrAborted.
+var ErrAborted = fmt.Errorf("nccl: %w", backend.ErrAborted)
 
 func open(rank, size int) (backend.Comm, error) {
 	l, err := Load()

@@ -541,8 +541,8 @@ func (r *rank) deadline() bool {
 	err := c.AllReduce(ctx, b, reduceop.Sum)
 	fmt.Printf("rank %d: %v\n", me, err)
 	var ge *goccl.Error
-	if me == 0 && (!errors.Is(err, goccl.ErrTimeout) || !errors.As(err, &ge) || ge.Peer != n-1) {
-		r.failf("want ErrTimeout naming rank %d: %v", n-1, err)
+	if me == 0 && (!errors.Is(err, goccl.ErrTimeout) || !errors.Is(err, goccl.ErrAborted) || !errors.As(err, &ge) || ge.Peer != n-1) {
+		r.failf("want ErrTimeout and ErrAborted naming rank %d: %v", n-1, err)
 	}
 	if err == nil {
 		r.failf("the call succeeded without rank %d", n-1)
