@@ -19,6 +19,9 @@
 // every member calls ncclCommInitRank. A group split from a communicator
 // that is up is made with ncclCommSplit where the library has it (2.18
 // and later); else it makes its own id at its own first device call.
+// Coming up is not bounded by the call's deadline: ncclCommInitRank
+// (and ncclCommSplit) wait for every member, so a member that never makes
+// that first device call holds the others there.
 //
 // What it maps, and what it does not:
 //   - Device memory of device/cuda only: host memory runs on goccl's own

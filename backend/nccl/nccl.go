@@ -58,6 +58,36 @@ type comm struct {
 	stream  device.Stream
 	aborted atomic.Bool
 	closed  bool
+
+	evMu     sync.Mutex
+	events   []device.Event // done events, recorded again by later calls
+	evClosed bool
+}
+
+// event returns an event of dev for a call to record: a done one again,
+// or a new one (creating an event per call would cost a call of the
+// driver each time).
+func (c *comm) event(dev device.Device) (device.Event, error) {
+	c.evMu.Lock()
+	if n := len(c.events); n > 0 {
+		e := c.events[n-1]
+		c.events = c.events[:n-1]
+		c.evMu.Unlock()
+		return e, nil
+	}
+	c.evMu.Unlock()
+	return dev.NewEvent()
+}
+
+// putEvent keeps e, whose call is done, for a later call.
+func (c *comm) putEvent(e device.Event) {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	if len(c.events) < 16 && !c.evClosed {
+		c.events = append(c.events, e)
+		return
+	}
+	e.Destroy()
 }
 
 func (c *comm) Name() string { return string(backend.NCCL) }
@@ -303,6 +333,12 @@ func (c *comm) Close() error {
 	if c.stream != nil {
 		err = errors.Join(err, c.stream.Destroy())
 	}
+	c.evMu.Lock()
+	for _, e := range c.events {
+		e.Destroy()
+	}
+	c.events, c.evClosed = nil, true
+	c.evMu.Unlock()
 	return err
 }
 
@@ -344,7 +380,11 @@ func (r *request) Test() (bool, error) {
 		}
 	}
 	r.done, r.err = true, err
-	r.ev.Destroy()
+	if err == nil {
+		r.c.putEvent(r.ev)
+	} else {
+		r.ev.Destroy()
+	}
 	return true, err
 }
 
@@ -387,7 +427,7 @@ func (c *comm) Start(k *backend.Call) (backend.Request, error) {
 			return nil, fmt.Errorf("nccl: Avg as Sum and a scale: %w", err)
 		}
 	}
-	ev, err := dev.Device().NewEvent()
+	ev, err := c.event(dev.Device())
 	if err != nil {
 		return nil, err
 	}

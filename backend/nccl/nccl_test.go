@@ -562,7 +562,12 @@ func (r *rank) lost() bool {
 		r.failf("first allreduce: %v", err)
 		return false
 	}
+	if err := c.Barrier(r.ctx); err != nil { // every rank is past the first call
+		r.failf("barrier: %v", err)
+		return false
+	}
 	if me == n-1 {
+		time.Sleep(300 * time.Millisecond) // the others have left the barrier
 		fmt.Println("NCCL-CHECK ok (exiting)")
 		os.Exit(0)
 	}
@@ -583,7 +588,14 @@ func (r *rank) lost() bool {
 func (r *rank) mismatch() bool {
 	c, me := r.c, r.c.Rank()
 	b := r.buf(reduceop.Float32, seq(8, func(int) float64 { return 1 }))
-	var err error
+	// The communicator comes up first: ncclCommInitRank waits for every
+	// member, with no deadline, so a call that differed there could hold
+	// a rank in it.
+	err := c.AllReduce(r.ctx, b, reduceop.Sum)
+	if err != nil {
+		r.failf("first allreduce: %v", err)
+		return false
+	}
 	if me == 1 {
 		err = c.Broadcast(r.ctx, b, 0)
 	} else {
