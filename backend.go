@@ -13,26 +13,21 @@ import (
 	"github.com/goccl/goccl/internal/wire"
 )
 
-// WithBackend selects the library a communicator's calls run on
-// (GOCCL_BACKEND, the file's "backend"): "goccl" runs goccl's own; "auto"
-// (the default) too, but device buffers on NCCL where it loads on every
-// rank (-tags cuda); "nccl" device buffers on NCCL, refused where it does
-// not load; "mpi" MPI (-tags mpi, under mpirun). Groups inherit it.
+// WithBackend selects the library calls run on (GOCCL_BACKEND, the file's
+// "backend"): "goccl"; "auto" (default): goccl, and NCCL for device buffers
+// where it loads on every rank (-tags cuda); "nccl": device buffers on
+// NCCL; "mpi": MPI (-tags mpi, under mpirun). Groups inherit it.
 func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
 
 // openBackend opens the selected backend beside the world's goccl links.
 func (c *Comm) openBackend() error {
-	be, why, err := backend.OpenJob(context.Background(), backend.Kind(c.opts.backend), c.shared.ep)
+	be, err := backend.OpenJob(context.Background(), backend.Kind(c.opts.backend), c.shared.ep, func(why string) {
+		debugLog(c.opts.debugLogger(c.rank), slog.LevelInfo, "goccl backend", "backend", why)
+	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if why != "" {
-		debugLog(c.opts.debugLogger(c.rank), slog.LevelInfo, "goccl backend", "backend", why)
-	}
-	if be != nil {
-		c.be = backend.NewWorld(be, c.backendLinks())
-	}
-	if c.takes(backend.Host) { // its calls never run on the board
+	if c.be = backend.NewWorld(be, c.backendLinks()); c.takes(backend.Host) { // its calls never run on the board
 		c.shared.boarder = nil
 	}
 	return nil
@@ -46,11 +41,10 @@ func (c *Comm) backendLinks() backend.Links {
 		}}
 }
 
-// delegate hands k's data movement to c's backend, if it has one that
-// takes bc: k keeps its checks, order, fingerprint, deadline, flight
-// record and comms log (exec), and runs bc there instead of its
-// algorithm (body). Device memory is refused by MPI; host memory stays
-// on goccl's path under NCCL. bc goes to the heap only where it may run.
+// delegate hands k's data movement to c's backend where it takes bc: k
+// keeps its checks, order, fingerprint, deadline, flight record and comms
+// log (exec) and runs bc instead of its algorithm (body). MPI refuses
+// device memory, NCCL leaves host memory to goccl; bc is copied only then.
 func (c *Comm) delegate(k *call, dev bool, bc backend.Call) *call {
 	if c.be == nil || !dev && !c.takes(backend.Host) {
 		return k
@@ -88,9 +82,6 @@ func (c *Comm) runBackend(ctx context.Context, k *call) error {
 	if k.p != nil && k.p.check {
 		fp = &k.p.fp
 	}
-	if k.p != nil { // OnStream: the event the call waits on (device_stream.go)
-		k.bc.After = k.p.after
-	}
 	err := c.be.Run(ctx, k.bc, fp, c.shared.closed)
 	if pe := (*backend.PeerError)(nil); errors.As(err, &pe) {
 		return &Error{Op: k.op, Rank: c.rank, Peer: pe.Peer, Err: classify(pe.Err)}
@@ -99,8 +90,7 @@ func (c *Comm) runBackend(ctx context.Context, k *call) error {
 }
 
 // BackendFor names the library a collective of bytes per rank on host
-// memory runs on: "goccl" (its own algorithms: AlgorithmFor says which)
-// or the backend's name ("mpi"). goccl bench shows it.
+// memory runs on, "goccl" or the backend's ("mpi"), as goccl bench shows.
 func (c *Comm) BackendFor(coll algo.Collective, bytes int) string {
 	if !c.takes(backend.Host) {
 		return string(backend.Goccl)

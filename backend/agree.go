@@ -69,29 +69,30 @@ func decodeAgree(ans []byte) (bool, []int, error) {
 // OpenJob opens backend k's world communicator for the rank of ep, as
 // Open does. For Auto, where NCCL is built, the ranks agree over ep:
 // NCCL runs only if its library loaded on every rank, else each runs
-// goccl's own path and why says so, for the log at info ("" when NCCL
-// runs or is not built). Every rank of a job must be the same build.
-func OpenJob(ctx context.Context, k Kind, ep transport.Endpoint) (c Comm, why string, err error) {
-	c, err = Open(k, ep.Rank(), ep.Size())
+// goccl's own path and info is told why, for the log. Every rank of a
+// job must be the same build.
+func OpenJob(ctx context.Context, k Kind, ep transport.Endpoint, info func(why string)) (Comm, error) {
+	c, err := Open(k, ep.Rank(), ep.Size())
 	if k != Auto && k != "" {
-		return c, "", err
+		return c, err
 	}
 	if _, ok := openers[NCCL]; !ok {
-		return nil, "", nil
+		return nil, nil
 	}
 	all, without, aerr := Agree(ctx, ep, err == nil && c != nil)
 	if all && aerr == nil {
-		return c, "", nil
+		return c, nil
 	}
 	if c != nil {
 		c.Close()
 	}
 	if aerr != nil {
-		return nil, "", aerr
+		return nil, aerr
 	}
-	why = fmt.Sprintf("auto: goccl's own path for device buffers too: the NCCL library did not load on rank(s) %v", without)
+	why := fmt.Sprintf("auto: goccl's own path for device buffers too: the NCCL library did not load on rank(s) %v", without)
 	if err != nil {
 		why += "; here: " + err.Error()
 	}
-	return nil, why, nil
+	info(why)
+	return nil, nil
 }

@@ -113,11 +113,11 @@ type Call struct {
 	// memory (the same Buffer for the in-place collectives).
 	SendDev, RecvDev device.Buffer
 	// Stream is the stream the call is enqueued on; nil: the backend's
-	// own. After, if not nil, is an event the call must wait for (a call
-	// on a framework's stream, StreamComm, runs on the backend's stream
-	// after the work enqueued before it there).
+	// own. Issued, if not nil, is closed by Run once the call is issued
+	// (or failed before it was): a call on a framework's stream
+	// (StreamComm) returns then, its work enqueued on the stream.
 	Stream     device.Stream
-	After      device.Event
+	Issued     chan struct{}
 	DType      reduceop.DType
 	Op         reduceop.Op // Avg is Sum here and a division after (Group.Run)
 	Root       int         // the root of a rooted collective; the peer of Send and Recv

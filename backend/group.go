@@ -80,8 +80,12 @@ type answerKey struct {
 	from  int // endpoint rank
 }
 
-// NewWorld wraps the world communicator be (from Open) over links.
+// NewWorld wraps the world communicator be (from Open) over links; nil
+// for none.
 func NewWorld(be Comm, l Links) *Group {
+	if be == nil {
+		return nil
+	}
 	w := &world{ep: l.EP, answers: map[answerKey]uint64{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	g := newGroup(be, w)
@@ -187,24 +191,9 @@ func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-c
 	if avg {
 		c.Op = reduceop.Sum
 	}
-	if c.Order > 0 {
-		if err := g.turn(ctx, c.Order, stop); err != nil {
-			return g.failed(ctx, err)
-		}
-		if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
-			select {
-			case g.fps <- fpItem{c.Order, *fp}:
-			case <-stop:
-				return ErrStopped
-			}
-		}
-	}
-	r, err := c.req, error(nil)
-	if r == nil {
-		r, err = g.be.Start(c)
-	}
-	if c.Order > 0 {
-		g.next.Add(1)
+	r, err := g.issue(ctx, c, fp, stop)
+	if c.Issued != nil {
+		close(c.Issued)
 	}
 	if err != nil {
 		return err
@@ -222,6 +211,30 @@ func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-c
 		return (reduceop.Host{}).Scale(c.DType, c.Recv, len(g.links.Ranks))
 	}
 	return nil
+}
+
+// issue issues c in its order (a Post'ed one is issued already).
+func (g *Group) issue(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) (Request, error) {
+	if c.Order > 0 {
+		if err := g.turn(ctx, c.Order, stop); err != nil {
+			return nil, g.failed(ctx, err)
+		}
+		if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
+			select {
+			case g.fps <- fpItem{c.Order, *fp}:
+			case <-stop:
+				return nil, ErrStopped
+			}
+		}
+	}
+	r, err := c.req, error(nil)
+	if r == nil {
+		r, err = g.be.Start(c)
+	}
+	if c.Order > 0 {
+		g.next.Add(1)
+	}
+	return r, err
 }
 
 // cancelled adds to err that the backend's communicator was aborted,

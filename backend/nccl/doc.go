@@ -40,6 +40,11 @@
 //   - Send and Recv stay on goccl's own path: NCCL has no tags, and
 //     goccl's point-to-point calls match by tag when they are posted.
 //
+// Streams: a call runs on the communicator's own stream, or, made on a
+// framework's stream (goccl's StreamComm), on that one: it is enqueued
+// there in its order before the StreamComm call returns, and nothing on
+// the host waits for the stream.
+//
 // The deadline: a call's Request tests the event recorded after it on
 // the stream and ncclCommGetAsyncError; at the deadline the wait ends,
 // the rank behind is named by goccl's guard (package backend) and the

@@ -413,11 +413,6 @@ func (c *comm) Start(k *backend.Call) (backend.Request, error) {
 	if k.Stream != nil {
 		s = k.Stream
 	}
-	if k.After != nil {
-		if err := s.WaitEvent(k.After); err != nil {
-			return nil, fmt.Errorf("nccl: waiting for the caller's stream: %w", err)
-		}
-	}
 	ops, scale := c.plan(k)
 	if i, err := issue(c.cuctx, c.c, s.(handle).Handle(), ops); err != nil {
 		return nil, fmt.Errorf("%v (NCCL call %d of %d): %w", k.Coll, i+1, len(ops), err)

@@ -431,9 +431,11 @@ func (r *rank) suite(onNCCL bool) bool {
 	return r.bad == 0
 }
 
-// onStream: an allreduce on a framework's stream runs on NCCL after the
-// work enqueued on that stream before it (a copy from pinned memory),
-// and work enqueued after it (a copy back) sees its result.
+// onStream: an allreduce on a framework's stream is enqueued there by
+// NCCL before OnStream's call returns, with nothing waited on by the
+// host; it runs after the work enqueued before it (a copy from pinned
+// memory, held back), and work enqueued after it (a copy back) sees its
+// result.
 func (r *rank) onStream() uint64 {
 	c, me, n := r.c, r.c.Rank(), r.c.Size()
 	const m = 4096
@@ -457,8 +459,17 @@ func (r *rank) onStream() uint64 {
 	if err := s.CopyFromHost(b, 0, h.Bytes()); err != nil {
 		panic(err)
 	}
+	before := nccl.Issued()
 	w := c.OnStream(s).AllReduce(r.ctx, b, reduceop.Sum)
+	// It returned with the call enqueued on s (issued to NCCL), not done:
+	// s is held, so nothing on it has run.
+	if nccl.Issued() != before+1 {
+		r.failf("OnStream's allreduce returned before it was issued on the stream")
+	}
 	time.Sleep(50 * time.Millisecond)
+	if w.IsCompleted() {
+		r.failf("OnStream's allreduce completed while its stream was held")
+	}
 	hold.Release()
 	out := make([]byte, m*4)
 	back, err := r.dev.AllocHost(m * 4)
