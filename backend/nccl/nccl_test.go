@@ -31,6 +31,7 @@ import (
 	"github.com/goccl/goccl/backend/nccl"
 	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/device/cuda"
+	"github.com/goccl/goccl/onebit"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -99,6 +100,10 @@ func TestSuiteNoAvg(t *testing.T) {
 
 func TestGroups(t *testing.T) { job(t, 3, "groups", time.Minute, nil) }
 
+// TestOneBit: onebit.CompressedAllReduceOn on device memory runs its
+// exchanges on NCCL, with the host's result.
+func TestOneBit(t *testing.T) { job(t, 3, "onebit", time.Minute, nil) }
+
 func TestDeadline(t *testing.T) { job(t, 3, "deadline", time.Minute, nil) }
 
 func TestMismatch(t *testing.T) { job(t, 2, "mismatch", time.Minute, nil) }
@@ -165,6 +170,8 @@ func rankMain(check string) int {
 		ok = r.mismatch()
 	case "lost":
 		ok = r.lost()
+	case "onebit":
+		ok = r.oneBit()
 	}
 	if ok {
 		fmt.Println("NCCL-CHECK ok")
@@ -489,6 +496,72 @@ func (r *rank) onStream() uint64 {
 	copy(out, back.Bytes())
 	r.check("allreduce on a stream", reduceop.Float32, decode(reduceop.Float32, out), seq(m, func(i int) float64 { return reference(reduceop.Float32, reduceop.Sum, n, i) }))
 	return 1
+}
+
+// oneBit: three steps of the compressed allreduce on the host (goccl's own
+// path) and on the device (its all-to-all and allgather on NCCL), from
+// the same inputs; the outputs agree.
+func (r *rank) oneBit() bool {
+	c, me, n := r.c, r.c.Rank(), r.c.Size()
+	const m = 1000
+	st, err := onebit.NewState(m, n)
+	if err != nil {
+		panic(err)
+	}
+	dst, err := onebit.NewDeviceState(r.dev, r.dev.Kernel(), m, n)
+	if err != nil {
+		panic(err)
+	}
+	defer dst.Free()
+	s, err := r.dev.NewStream()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Destroy()
+	pin, err := r.dev.AllocHost(4 * dst.PaddedLen())
+	if err != nil {
+		panic(err)
+	}
+	defer pin.Free()
+	b := r.buf(reduceop.Float32, make([]float64, m))
+	defer b.Free()
+	before := nccl.Issued()
+	for step := range 3 {
+		x := make([]float32, m)
+		for i := range x {
+			x[i] = float32(math.Sin(float64(1 + i + 7*me + 13*step))) // a rank's own, every step new
+		}
+		h := pin.Bytes()[:4*m]
+		for i, v := range x {
+			binary.LittleEndian.PutUint32(h[4*i:], math.Float32bits(v))
+		}
+		if err := onebit.CompressedAllReduce(r.ctx, c, x, st); err != nil {
+			r.failf("host: %v", err)
+			return false
+		}
+		if err := s.CopyFromHost(b, 0, h); err != nil {
+			panic(err)
+		}
+		if err := onebit.CompressedAllReduceOn(r.ctx, c, s, b, dst); err != nil {
+			r.failf("device: %v", err)
+			return false
+		}
+		if err := s.Synchronize(r.ctx); err != nil {
+			panic(err)
+		}
+		got := r.read(b)
+		for i := range x {
+			if math.Abs(got[i]-float64(x[i])) > 1e-5*math.Max(1, math.Abs(float64(x[i]))) {
+				r.failf("step %d: [%d] = %v on the device, %v on the host", step, i, got[i], x[i])
+				return false
+			}
+		}
+	}
+	if nccl.Issued() == before {
+		r.failf("no exchange ran on NCCL")
+	}
+	fmt.Printf("rank %d: %d NCCL calls in 3 steps\n", me, nccl.Issued()-before)
+	return r.bad == 0
 }
 
 // groups: a group split from a world whose communicator is up
