@@ -36,7 +36,7 @@ func (c *Comm) allGatherv(name string, sv, rv view, counts []int, logBytes int) 
 	a, fn := pick(c, algo.AllGather, rv.bytes(), "", allGatherAlgos)
 	k := c.newCall(name, rv.dt, logBytes, a).agree(rv.n, 0, -1)
 	p := c.peers(k, rv.dt, nil)
-	c.delegate(k, sv.dev != nil || rv.dev != nil, backend.Call{Coll: backend.AllGather, Send: sv.b, Recv: rv.b, DType: rv.dt, RecvCounts: counts})
+	c.delegate(k, sv.dev != nil || rv.dev != nil, backend.Call{Coll: backend.AllGather, Send: sv.b, Recv: rv.b, SendDev: sv.dev, RecvDev: rv.dev, DType: rv.dt, RecvCounts: counts})
 	esz := rv.dt.Size()
 	off := 0
 	for _, n := range counts[:c.rank] {

@@ -65,7 +65,7 @@ func (c *Comm) allReduceView(name string, v *view, op reduceop.Op, force algo.Al
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, -1)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
 	n, dv := c.Size(), *v // the closure keeps a copy: v stays on its caller's stack
-	c.delegate(k, true, backend.Call{})
+	c.delegate(k, true, backend.Call{Coll: backend.AllReduce, SendDev: v.dev, RecvDev: v.dev, DType: v.dt, Op: op})
 	k.useDevice(v.dev.Device())
 	k.run = func(ctx context.Context) error {
 		return c.onDevice(ctx, p, dv, op, func(dp *devPeers, buf []byte) error {

@@ -91,7 +91,7 @@ func (c *Comm) allToAllv(name string, parts []view, sc []int, rv view, rc []int,
 	k := c.newCall(name, rv.dt, bytes, a).agree(count, 0, -1)
 	p := c.peers(k, rv.dt, nil)
 	if len(parts) == 1 {
-		c.delegate(k, parts[0].dev != nil || rv.dev != nil, backend.Call{Coll: backend.AllToAll, Send: parts[0].b, Recv: rv.b, DType: rv.dt, SendCounts: sc, RecvCounts: rc})
+		c.delegate(k, parts[0].dev != nil || rv.dev != nil, backend.Call{Coll: backend.AllToAll, Send: parts[0].b, Recv: rv.b, SendDev: parts[0].dev, RecvDev: rv.dev, DType: rv.dt, SendCounts: sc, RecvCounts: rc})
 	}
 	if len(parts) == 1 && parts[0].dev != nil && rv.dev != nil {
 		k.useDevice(rv.dev.Device())

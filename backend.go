@@ -4,30 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/backend"
-	_ "github.com/goccl/goccl/backend/mpi" // registers MPI when built with -tags mpi
+	_ "github.com/goccl/goccl/backend/mpi"  // registers MPI when built with -tags mpi
+	_ "github.com/goccl/goccl/backend/nccl" // registers NCCL when built with -tags cuda
 	"github.com/goccl/goccl/internal/wire"
 )
 
-// WithBackend selects the library a communicator's calls run on
-// (GOCCL_BACKEND, the file's "backend"): "auto" (the default) and "goccl"
-// run goccl's own algorithms (auto will run device buffers on NCCL once
-// that backend exists), "mpi" the MPI backend (backend/mpi, built with
-// -tags mpi, under mpirun), "nccl" is refused: not built yet. Every rank
-// must select the same; groups inherit it.
+// WithBackend selects the library calls run on (GOCCL_BACKEND, the file's
+// "backend"): "goccl"; "auto" (default): goccl, and NCCL for device buffers
+// where it loads on every rank (-tags cuda); "nccl": device buffers on
+// NCCL; "mpi": MPI (-tags mpi, under mpirun). Groups inherit it.
 func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
 
-// openBackend opens the selected backend for a new world communicator,
-// beside the goccl links it keeps.
+// openBackend opens the selected backend beside the world's goccl links.
 func (c *Comm) openBackend() error {
-	be, err := backend.Open(backend.Kind(c.opts.backend), c.rank, c.Size())
+	be, err := backend.OpenJob(context.Background(), backend.Kind(c.opts.backend), c.shared.ep, func(why string) {
+		debugLog(c.opts.debugLogger(c.rank), slog.LevelInfo, "goccl backend", "backend", why)
+	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if be != nil {
-		c.be, c.shared.boarder = backend.NewWorld(be, c.backendLinks()), nil
+	if c.be = backend.NewWorld(be, c.backendLinks()); c.takes(backend.Host) { // its calls never run on the board
+		c.shared.boarder = nil
 	}
 	return nil
 }
@@ -40,18 +41,15 @@ func (c *Comm) backendLinks() backend.Links {
 		}}
 }
 
-// delegate hands k's data movement to c's backend, if it has one that
-// takes bc: k keeps its checks, order, fingerprint, deadline, flight
-// record and comms log (exec), and runs bc there instead of its
-// algorithm (body). A device buffer is refused.
-//
-// bc is copied to the heap only when there is a backend: without one, a
-// call allocates nothing more for it.
+// delegate hands k's data movement to c's backend where it takes bc: k
+// keeps its checks, order, fingerprint, deadline, flight record and comms
+// log (exec) and runs bc instead of its algorithm (body). MPI refuses
+// device memory, NCCL leaves host memory to goccl; bc is copied only then.
 func (c *Comm) delegate(k *call, dev bool, bc backend.Call) *call {
-	if c.be == nil {
+	if c.be == nil || !dev && !c.takes(backend.Host) {
 		return k
 	}
-	if dev {
+	if dev && !c.takes(backend.Device) {
 		k.err = invalid(k.op, c.rank, "backend %s takes host buffers only", c.be.Name())
 		return k
 	}
@@ -63,9 +61,8 @@ func (c *Comm) delegate(k *call, dev bool, bc backend.Call) *call {
 	return k
 }
 
-// p2pBackend makes a Send's or Recv's call on c's backend, posted now
-// (messages of one tag match in the order they are posted), or returns
-// nil for goccl's own path.
+// p2pBackend makes a Send's or Recv's call on c's backend, posted now (a
+// tag's messages match in the order posted), or nil: goccl's own path.
 func (c *Comm) p2pBackend(name string, v view, bc backend.Call) *call {
 	if c.be == nil {
 		return nil
@@ -93,11 +90,13 @@ func (c *Comm) runBackend(ctx context.Context, k *call) error {
 }
 
 // BackendFor names the library a collective of bytes per rank on host
-// memory runs on: "goccl" (its own algorithms: AlgorithmFor says which)
-// or the backend's name ("mpi"). goccl bench shows it.
+// memory runs on, "goccl" or the backend's ("mpi"), as goccl bench shows.
 func (c *Comm) BackendFor(coll algo.Collective, bytes int) string {
-	if c.be == nil {
+	if !c.takes(backend.Host) {
 		return string(backend.Goccl)
 	}
 	return c.be.Name()
 }
+
+// takes reports whether c has a backend that takes memory m.
+func (c *Comm) takes(m backend.Memory) bool { return c.be != nil && c.be.Memory()&m != 0 }

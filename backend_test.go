@@ -33,22 +33,22 @@ func TestBackendResolve(t *testing.T) {
 	}
 }
 
-// TestBackendRefused: an unknown name, nccl (not built yet) and, in a
-// build without -tags mpi, mpi are ErrInvalid at New, naming where the
-// setting came from.
+// TestBackendRefused: an unknown name and, in a build without -tags cuda,
+// nccl, and without -tags mpi, mpi are ErrInvalid at New, naming where
+// the setting came from.
 func TestBackendRefused(t *testing.T) {
-	mpiBuilt := backend.Available(backend.MPI) == nil
+	mpiBuilt, ncclBuilt := backend.Available(backend.MPI) == nil, backend.Available(backend.NCCL) == nil
 	for _, tc := range []struct {
 		name  string
 		opt   Option
 		words []string
 	}{
 		{"unknown", WithBackend("mpx"), []string{"WithBackend", `unknown backend "mpx"`}},
-		{"nccl", fakeEnv(map[string]string{backend.EnvBackend: "nccl"}), []string{backend.EnvBackend, "nccl is not built"}},
-		{"nccl in the file", WithConfig(&Config{Goccl: GocclConfig{Backend: "nccl"}}), []string{"WithConfig", "nccl is not built"}},
+		{"nccl", fakeEnv(map[string]string{backend.EnvBackend: "nccl"}), []string{backend.EnvBackend, "built without -tags cuda"}},
+		{"nccl in the file", WithConfig(&Config{Goccl: GocclConfig{Backend: "nccl"}}), []string{"WithConfig", "built without -tags cuda"}},
 		{"mpi", WithBackend("mpi"), []string{"goccl built without -tags mpi"}},
 	} {
-		if tc.name == "mpi" && mpiBuilt {
+		if tc.name == "mpi" && mpiBuilt || strings.HasPrefix(tc.name, "nccl") && ncclBuilt {
 			continue
 		}
 		_, err := NewLocal(2, tc.opt)

@@ -33,7 +33,7 @@ func (c *Comm) broadcast(buf any, root int) (*call, error) {
 	a, fn := pick(c, algo.Broadcast, v.bytes(), "", broadcastAlgos)
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, 0, root)
 	p := c.peers(k, v.dt, nil)
-	c.delegate(k, v.dev != nil, backend.Call{Coll: backend.Broadcast, Send: v.b, Recv: v.b, DType: v.dt, Root: root})
+	c.delegate(k, v.dev != nil, backend.Call{Coll: backend.Broadcast, Send: v.b, Recv: v.b, SendDev: v.dev, RecvDev: v.dev, DType: v.dt, Root: root})
 	isRoot := c.rank == root
 	if v.dev != nil {
 		k.useDevice(v.dev.Device())
@@ -90,7 +90,7 @@ func (c *Comm) reduce(buf any, op reduceop.Op, root int) (*call, error) {
 	a, fn := pick(c, algo.Reduce, v.bytes(), "", reduceAlgos)
 	k := c.newCall(name, v.dt, v.bytes(), a).agree(v.n, op, root)
 	p := c.peers(k, v.dt, reducer(reduceop.Host{}, v.dt, op))
-	c.delegate(k, v.dev != nil, backend.Call{Coll: backend.Reduce, Send: v.b, Recv: v.b, DType: v.dt, Op: op, Root: root})
+	c.delegate(k, v.dev != nil, backend.Call{Coll: backend.Reduce, Send: v.b, Recv: v.b, SendDev: v.dev, RecvDev: v.dev, DType: v.dt, Op: op, Root: root})
 	isRoot := c.rank == root
 	if v.dev != nil {
 		k.useDevice(v.dev.Device())

@@ -78,7 +78,7 @@ type cachedPick struct {
 // the backend's name ("mpi") where a backend runs it. Every rank
 // gets the same answer. goccl bench labels its rows with it.
 func (c *Comm) AlgorithmFor(coll algo.Collective, bytes int) algo.Algorithm {
-	if c.be != nil { // the backend chooses (BackendFor): its name, as the comms log has it
+	if c.BackendFor(coll, bytes) != "goccl" { // the backend chooses (BackendFor): its name, as the comms log has it
 		return algo.Algorithm(c.be.Name())
 	}
 	if (coll == algo.AllReduce || coll == algo.Barrier) && c.useBoard(bytes, true) {

@@ -218,7 +218,7 @@ func newComm(ep transport.Endpoint, o options) (*Comm, error) {
 	sh.boarder, _ = ep.(transport.Boarder)
 	sh.segments, _ = ep.(transport.SegmentHinter)
 	c.segLog = segmentLog(sh.segments, ranks, c.rank)
-	err := c.openBackend() // a backend's calls never run on the board: it drops the boarder
+	err := c.openBackend() // a backend of host memory drops the boarder
 	if err == nil {
 		c.board, err = newBoard(c, sh.boarder)
 	}

@@ -77,6 +77,16 @@ func (sc *StreamComm) enqueue(ctx context.Context, k *call, err error) *Work {
 	if err == nil && sc.s == nil {
 		err = invalid(k.op, c.rank, "nil stream")
 	}
+	if err == nil && k.bc != nil { // the backend enqueues it on s itself: no hold, no host wait
+		issued := make(chan struct{})
+		k.bc.Stream, k.bc.Issued = sc.s, issued
+		w := start(ctx, k)
+		select {
+		case <-issued:
+		case <-w.Done():
+		}
+		return w
+	}
 	var d *devpath.Ctx
 	if err == nil {
 		d, err = c.shared.devs.get(k.dev)

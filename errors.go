@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/goccl/goccl/backend"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -24,7 +25,7 @@ var (
 	ErrMismatch = errors.New("mismatched collective")
 	// ErrAborted: the communicator was aborted by an earlier failure or by
 	// Abort; every later call fails with it at once.
-	ErrAborted = errors.New("communicator aborted")
+	ErrAborted = backend.ErrAborted
 	// ErrInvalid: an argument is wrong (nil or short buffer, root out of
 	// range, op the dtype cannot take). Nothing was sent.
 	ErrInvalid = errors.New("invalid argument")

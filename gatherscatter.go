@@ -31,7 +31,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv any, root int) error {
 	a, fn := pick(c, algo.Gather, sv.bytes()*n, "", gatherAlgos)
 	k := c.newCall(name, sv.dt, sv.bytes()*n, a).agree(sv.n, 0, root)
 	p := c.peers(k, sv.dt, nil)
-	c.delegate(k, sv.dev != nil || rv.dev != nil, backend.Call{Coll: backend.Gather, Send: sv.b, Recv: rv.b, DType: sv.dt, Root: root})
+	c.delegate(k, sv.dev != nil || rv.dev != nil, backend.Call{Coll: backend.Gather, Send: sv.b, Recv: rv.b, SendDev: sv.dev, RecvDev: rv.dev, DType: sv.dt, Root: root})
 	counts := equalCounts(n, sv.n)
 	if sv.dev != nil && (c.rank != root || rv.dev != nil) {
 		if c.rank == root {
@@ -124,7 +124,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv any, root int) error {
 	a, fn := pick(c, algo.Scatter, rv.bytes()*n, "", scatterAlgos)
 	k := c.newCall(name, rv.dt, rv.bytes()*n, a).agree(rv.n, 0, root)
 	p := c.peers(k, rv.dt, nil)
-	c.delegate(k, sv.dev != nil || rv.dev != nil, backend.Call{Coll: backend.Scatter, Send: sv.b, Recv: rv.b, DType: rv.dt, Root: root})
+	c.delegate(k, sv.dev != nil || rv.dev != nil, backend.Call{Coll: backend.Scatter, Send: sv.b, Recv: rv.b, SendDev: sv.dev, RecvDev: rv.dev, DType: rv.dt, Root: root})
 	counts := equalCounts(n, rv.n)
 	if rv.dev != nil && (c.rank != root || sv.dev != nil) {
 		if c.rank == root {

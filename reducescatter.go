@@ -48,7 +48,7 @@ func (c *Comm) reduceScatterv(name string, parts []view, rv view, counts []int, 
 	kern := reduceop.Host{}
 	p := c.peers(k, rv.dt, reducer(kern, rv.dt, op))
 	if len(parts) == 1 {
-		c.delegate(k, parts[0].dev != nil || rv.dev != nil, backend.Call{Coll: backend.ReduceScatter, Send: parts[0].b, Recv: rv.b, DType: rv.dt, Op: op, RecvCounts: counts})
+		c.delegate(k, parts[0].dev != nil || rv.dev != nil, backend.Call{Coll: backend.ReduceScatter, Send: parts[0].b, Recv: rv.b, SendDev: parts[0].dev, RecvDev: rv.dev, DType: rv.dt, Op: op, RecvCounts: counts})
 	}
 	off := 0
 	for _, n := range counts[:c.rank] {

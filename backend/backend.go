@@ -15,8 +15,9 @@
 // (guard.go).
 //
 // Backends register themselves (Register) from packages under this one:
-// backend/mpi does so only when built with the mpi tag, so that a binary
-// built without it links no MPI.
+// backend/mpi does so only when built with the mpi tag, and backend/nccl
+// only with the cuda tag, so that a binary built without them links no
+// MPI and loads no NCCL.
 package backend
 
 import (
@@ -24,6 +25,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -36,11 +38,12 @@ type Kind string
 // The backends GOCCL_BACKEND names.
 const (
 	// Auto is the default: goccl's own path for host buffers; NCCL for
-	// device buffers once the NCCL backend exists (today goccl's own
-	// path for those too); MPI only when asked for.
+	// device buffers where backend/nccl is built (tag cuda), its library
+	// loads on every rank and the communicator's endpoint can share its
+	// id (else goccl's own path for those too); MPI only when asked for.
 	Auto  Kind = "auto"
 	Goccl Kind = "goccl" // goccl's own algorithms over its own transports
-	NCCL  Kind = "nccl"  // not built yet: refused at Init and New
+	NCCL  Kind = "nccl"  // backend/nccl, build tag cuda, libnccl.so.2 loaded at run time
 	MPI   Kind = "mpi"   // backend/mpi, build tag mpi
 )
 
@@ -59,7 +62,10 @@ func Parse(s string) (Kind, error) {
 func (k Kind) Describe() string {
 	switch k {
 	case Auto, "":
-		return "auto: goccl's own path (NCCL for device buffers once that backend exists; MPI only when asked for)"
+		if _, ok := openers[NCCL]; ok {
+			return "auto: goccl's own path for host buffers, NCCL for device buffers where it loads on every rank (MPI only when asked for)"
+		}
+		return "auto: goccl's own path (no NCCL in a build without -tags cuda; MPI only when asked for)"
 	case Goccl:
 		return "goccl: goccl's own path"
 	}
@@ -94,13 +100,24 @@ func (c Coll) String() string {
 	return fmt.Sprintf("Coll(%d)", uint8(c))
 }
 
-// Call is one call's data movement, as the root hands it over, in host
-// memory. Buffers are this rank's: Send what it contributes, Recv where
-// the result goes (the same slice for the in-place collectives:
-// allreduce, broadcast and reduce). Counts are in elements.
+// Call is one call's data movement, as the root hands it over. Buffers
+// are this rank's: Send what it contributes, Recv where the result goes
+// (the same slice for the in-place collectives: allreduce, broadcast and
+// reduce). Counts are in elements. Host memory is in Send and Recv;
+// device memory in SendDev and RecvDev instead (Send and Recv nil), for
+// a backend whose Memory has Device.
 type Call struct {
 	Coll       Coll
 	Send, Recv []byte
+	// SendDev and RecvDev are the device buffers of a call on device
+	// memory (the same Buffer for the in-place collectives).
+	SendDev, RecvDev device.Buffer
+	// Stream is the stream the call is enqueued on; nil: the backend's
+	// own. Issued, if not nil, is closed by Run once the call is issued
+	// (or failed before it was): a call on a framework's stream
+	// (StreamComm) returns then, its work enqueued on the stream.
+	Stream     device.Stream
+	Issued     chan struct{}
 	DType      reduceop.DType
 	Op         reduceop.Op // Avg is Sum here and a division after (Group.Run)
 	Root       int         // the root of a rooted collective; the peer of Send and Recv
@@ -115,10 +132,23 @@ type Call struct {
 	req Request // issued by Post
 }
 
+// Memory says which buffers a backend takes.
+type Memory uint8
+
+// The memories of Comm.Memory.
+const (
+	Host   Memory = 1 << iota // host memory (MPI)
+	Device                    // device memory (NCCL)
+)
+
 // Comm is one group's communicator in a backend.
 type Comm interface {
 	// Name is the backend's name, as the logs and goccl bench show it.
 	Name() string
+	// Memory says which buffers the backend takes: a call on the other
+	// memory runs on goccl's own path (Device only), or is refused
+	// (Host only: a device buffer is ErrInvalid).
+	Memory() Memory
 	// Takes reports whether the backend runs c; a call it does not take
 	// runs on goccl's own path (a dtype the library has no name for).
 	Takes(c *Call) bool
@@ -142,6 +172,20 @@ type Request interface {
 	Test() (done bool, err error)
 }
 
+// Canceler is a Request that can be taken back when its wait ends
+// before it completes (the deadline, an abort): Group calls Cancel then.
+// NCCL's does so by aborting the communicator (ncclCommAbort); MPI's
+// requests have none.
+type Canceler interface {
+	Cancel()
+}
+
+// Linked is a Comm that uses goccl's links itself (NCCL's shares its
+// unique id over them): Group.Attach hands them over.
+type Linked interface {
+	Link(l Links)
+}
+
 // Opener makes a backend's world communicator for a job of size ranks,
 // checking that the library sees the same rank and size.
 type Opener func(rank, size int) (Comm, error)
@@ -151,6 +195,11 @@ var openers = map[Kind]Opener{}
 // Register makes a backend available to Open; backends call it from an
 // init function.
 func Register(k Kind, open Opener) { openers[k] = open }
+
+// ErrAborted is goccl.ErrAborted, here so that a backend's error can wrap
+// it: a call whose backend communicator was aborted under it (NCCL's at a
+// deadline) says so.
+var ErrAborted = errors.New("communicator aborted")
 
 // ErrUnavailable is wrapped by Open's error for a backend this binary
 // does not have.
@@ -162,10 +211,11 @@ func Available(k Kind) error {
 	switch k {
 	case Auto, Goccl, "":
 		return nil
-	case NCCL:
-		return fmt.Errorf("%w: backend nccl is not built in this goccl yet (issue 36): use auto or goccl", ErrUnavailable)
 	}
 	if _, ok := openers[k]; !ok {
+		if k == NCCL {
+			return fmt.Errorf("%w: backend nccl: goccl built without -tags cuda (build with `go build -tags cuda`; libnccl.so.2 is loaded at run time)", ErrUnavailable)
+		}
 		if k == MPI {
 			return fmt.Errorf("%w: backend mpi: goccl built without -tags mpi (build with `go build -tags mpi` against an MPI's mpi.h)", ErrUnavailable)
 		}
@@ -174,10 +224,20 @@ func Available(k Kind) error {
 	return nil
 }
 
-// Open returns the world communicator of backend k, or nil for Auto and
-// Goccl (goccl's own path).
+// Open returns the world communicator of backend k, or nil for Goccl
+// (goccl's own path). For Auto it is NCCL's where backend/nccl is built
+// and its library loads here, else nil and, where NCCL is built, why not
+// (ErrUnavailable wrapped): auto then runs goccl's own path. Every rank
+// must agree on Auto's outcome (Agree) before using it.
 func Open(k Kind, rank, size int) (Comm, error) {
-	if err := Available(k); err != nil || k == Auto || k == Goccl || k == "" {
+	if k == Auto || k == "" {
+		open, ok := openers[NCCL]
+		if !ok {
+			return nil, nil
+		}
+		return open(rank, size) // its error wraps ErrUnavailable
+	}
+	if err := Available(k); err != nil || k == Goccl {
 		return nil, err
 	}
 	return openers[k](rank, size)

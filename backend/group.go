@@ -80,8 +80,12 @@ type answerKey struct {
 	from  int // endpoint rank
 }
 
-// NewWorld wraps the world communicator be (from Open) over links.
+// NewWorld wraps the world communicator be (from Open) over links; nil
+// for none.
 func NewWorld(be Comm, l Links) *Group {
+	if be == nil {
+		return nil
+	}
 	w := &world{ep: l.EP, answers: map[answerKey]uint64{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	g := newGroup(be, w)
@@ -105,6 +109,9 @@ func (g *Group) Attach(l Links) {
 	}
 	g.links = l
 	g.w.groups.Store(l.ID, g)
+	if lk, ok := g.be.(Linked); ok {
+		lk.Link(l)
+	}
 	if l.Check && len(l.Ranks) > 1 {
 		go g.ring()
 	}
@@ -115,6 +122,9 @@ func (g *Group) Name() string { return g.be.Name() }
 
 // Takes reports whether the backend runs c.
 func (g *Group) Takes(c *Call) bool { return g.be.Takes(c) }
+
+// Memory says which buffers the backend takes.
+func (g *Group) Memory() Memory { return g.be.Memory() }
 
 // Next returns the Order of a call being ordered now; the root calls it
 // under the lock that orders its calls.
@@ -172,22 +182,48 @@ func (g *Group) Post(c *Call) error {
 // Run issues c in its order and polls it until it completes, ctx ends
 // (a *PeerError wrapping context.DeadlineExceeded names the rank behind)
 // or stop is closed (ErrStopped). fp is the call's fingerprint, compared
-// with the other ranks' off the call's path; nil: no check. Avg runs as
-// Sum, divided by the group's size after.
+// with the other ranks' off the call's path; nil: no check. Avg on host
+// memory runs as Sum, divided by the group's size after; on device
+// memory the backend maps it (ncclAvg, or Sum and a scale on its
+// stream). A request whose wait ends unfinished is cancelled (Canceler).
 func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) error {
-	avg := c.Op == reduceop.Avg
+	avg := c.Op == reduceop.Avg && c.RecvDev == nil && c.SendDev == nil
 	if avg {
 		c.Op = reduceop.Sum
 	}
+	r, err := g.issue(ctx, c, fp, stop)
+	if c.Issued != nil {
+		close(c.Issued)
+	}
+	if err != nil {
+		return err
+	}
+	if err := poll(ctx, r, stop); err != nil {
+		g.w.broken.Store(true)
+		err = g.failed(ctx, err)
+		if cr, ok := r.(Canceler); ok { // after the search for the rank behind, which asks the others
+			cr.Cancel()
+			err = cancelled(err, g.be.Name())
+		}
+		return err
+	}
+	if avg && (c.Coll != Reduce || c.Root == g.links.Rank) {
+		return (reduceop.Host{}).Scale(c.DType, c.Recv, len(g.links.Ranks))
+	}
+	return nil
+}
+
+// issue issues c in its order (a Post'ed one is issued already).
+func (g *Group) issue(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) (Request, error) {
 	if c.Order > 0 {
 		if err := g.turn(ctx, c.Order, stop); err != nil {
-			return g.failed(ctx, err)
+			return nil, g.failed(ctx, err)
 		}
 		if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
 			select {
 			case g.fps <- fpItem{c.Order, *fp}:
 			case <-stop:
-				return ErrStopped
+				return nil, ErrStopped
 			}
 		}
 	}
@@ -198,17 +234,16 @@ func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-c
 	if c.Order > 0 {
 		g.next.Add(1)
 	}
-	if err != nil {
-		return err
+	return r, err
+}
+
+// cancelled adds to err that the backend's communicator was aborted,
+// keeping a PeerError's peer.
+func cancelled(err error, name string) error {
+	if pe := (*PeerError)(nil); errors.As(err, &pe) {
+		return &PeerError{Peer: pe.Peer, Err: fmt.Errorf("%w (%w: the %s communicator)", pe.Err, ErrAborted, name)}
 	}
-	if err := poll(ctx, r, stop); err != nil {
-		g.w.broken.Store(true)
-		return g.failed(ctx, err)
-	}
-	if avg && (c.Coll != Reduce || c.Root == g.links.Rank) {
-		return (reduceop.Host{}).Scale(c.DType, c.Recv, len(g.links.Ranks))
-	}
-	return nil
+	return fmt.Errorf("%w (%w: the %s communicator)", err, ErrAborted, name)
 }
 
 // failed turns a wait that ended into Run's error: at the deadline, the

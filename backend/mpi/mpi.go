@@ -270,6 +270,8 @@ type comm struct {
 
 func (c *comm) Name() string { return string(backend.MPI) }
 
+func (c *comm) Memory() backend.Memory { return backend.Host }
+
 func (c *comm) Takes(k *backend.Call) bool {
 	switch k.DType {
 	case reduceop.Float16, reduceop.BFloat16:

@@ -52,11 +52,20 @@ func IsReserved(t transport.Tag) bool { return Group(t) == 1<<24-1 }
 
 // The tags of the backend guard's messages (package backend): the
 // fingerprints of a group's backend calls, and the questions and answers
-// that find the rank behind after a backend call's deadline.
+// that find the rank behind after a backend call's deadline; the ranks'
+// agreement on auto's backend at Init, and a group's backend id (NCCL's
+// unique id, sent by the group's rank 0).
 const (
 	BackendBehindTag = Reserved | 3<<32
 	backendFPTag     = Reserved | 4<<32
+	BackendAgreeTag  = Reserved | 5<<32
+	backendIDTag     = Reserved | 6<<32
 )
+
+// BackendIDTag is the tag of group's backend id.
+func BackendIDTag(group uint64) transport.Tag {
+	return backendIDTag | transport.Tag(group&(1<<24-1))
+}
 
 // BackendFPTag is the tag of group's backend fingerprint ring.
 func BackendFPTag(group uint64) transport.Tag {
