@@ -78,7 +78,7 @@ func (c *Comm) p2pBackend(name string, v view, bc backend.Call) *call {
 
 // runBackend is body for a delegated call.
 func (c *Comm) runBackend(ctx context.Context, k *call) error {
-	var fp *wire.Fingerprint
+	var fp *wire.Fingerprint // the call's, for the backend's ring of them
 	if k.p != nil && k.p.check {
 		fp = &k.p.fp
 	}

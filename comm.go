@@ -380,6 +380,9 @@ func (p *peers) Rank() int     { return p.c.rank }
 func (p *peers) Size() int     { return len(p.c.ranks) }
 func (p *peers) ElemSize() int { return p.elem }
 
+// Topology implements algo.Hosts for algo/twolevel: the machine the picks assume.
+func (p *peers) Topology() algo.Topology { return p.c.topology() }
+
 func (p *peers) Reduce(dst, src []byte) error {
 	if p.reduce == nil {
 		return fmt.Errorf("goccl: %s has no reduction", p.op)

@@ -49,8 +49,8 @@ var importRules = []struct {
 	{"internal/rendezvous", []string{"internal/*", "store", "transport", "transport/*"}},
 
 	// Backends: the seam (no root), and the libraries behind it.
-	{"backend", []string{"internal/wire", "reduceop", "transport"}},
-	{"backend/*", []string{"backend", "reduceop"}},
+	{"backend", []string{"device", "internal/wire", "reduceop", "transport"}},
+	{"backend/*", []string{"backend", "device", "internal/wire", "reduceop"}},
 
 	// Algorithms never see a transport.
 	{"algo", []string{"internal/scratch"}},

@@ -261,10 +261,7 @@ func resolve(o *options) error {
 	if v, from = pick(o.backend, backend.EnvBackend, g.Backend); from == "option" {
 		from = "WithBackend"
 	}
-	k, err := backend.Parse(v)
-	if err == nil {
-		err = backend.Available(k)
-	}
+	k, err := backend.Resolve(v)
 	if err != nil {
 		return fmt.Errorf("goccl: %w: %s: %w", ErrInvalid, from, err)
 	}

@@ -19,18 +19,11 @@ var _ algo.VecPeers = (*peers)(nil)
 
 // Vectored implements algo.VecPeers: the endpoint's answer for the link
 // to group rank peer, which both ends give alike.
-func (p *peers) Vectored(peer int) bool {
-	v, ok := p.c.shared.ep.(transport.VecEndpoint)
-	return ok && v.Vectored(p.c.ranks[peer])
-}
+func (p *peers) Vectored(peer int) bool { return p.c.shared.counts.Vectored(p.c.ranks[peer]) }
 
 // IsendV implements algo.VecPeers.
 func (p *peers) IsendV(to int, bufs [][]byte) algo.Request {
-	v, ok := p.c.shared.ep.(transport.VecEndpoint)
-	if !ok {
-		return p.Isend(to, packed(bufs))
-	}
-	dst := p.c.ranks[to]
+	v, dst := p.c.shared.counts, p.c.ranks[to] // packs where the endpoint has no vectored messages
 	if p.check && p.sent.Add(to) {
 		if transport.VecLen(bufs) <= fpInline {
 			// Inline behind the fingerprint: a copy of at most fpInline bytes.
@@ -48,11 +41,10 @@ func (p *peers) IsendV(to int, bufs [][]byte) algo.Request {
 
 // IrecvV implements algo.VecPeers.
 func (p *peers) IrecvV(from int, bufs [][]byte) algo.Request {
-	v, ok := p.c.shared.ep.(transport.VecEndpoint)
-	if !ok || p.check && !p.heard.Has(from) && transport.VecLen(bufs) <= fpInline {
-		// No vectored receives, or a first message small enough to
-		// carry its fingerprint inline: received whole and scattered (a
-		// copy of at most fpInline bytes where the endpoint has them).
+	v := p.c.shared.counts
+	if p.check && !p.heard.Has(from) && transport.VecLen(bufs) <= fpInline {
+		// A first message small enough to carry its fingerprint inline:
+		// received whole and scattered (a copy of at most fpInline bytes).
 		m := make([]byte, transport.VecLen(bufs))
 		return scatterRecv{p.Irecv(from, m), m, bufs}
 	}

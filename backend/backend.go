@@ -205,6 +205,16 @@ var ErrAborted = errors.New("communicator aborted")
 // does not have.
 var ErrUnavailable = errors.New("backend not available")
 
+// Resolve is Parse, then Available: the backend named s, if this binary
+// can run it.
+func Resolve(s string) (Kind, error) {
+	k, err := Parse(s)
+	if err == nil {
+		err = Available(k)
+	}
+	return k, err
+}
+
 // Available returns nil if this binary can run backend k, else an error
 // that wraps ErrUnavailable and says why.
 func Available(k Kind) error {
