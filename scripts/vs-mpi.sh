@@ -7,6 +7,9 @@
 #   goccl-mem   goccl bench -transport mem (2 goroutines in one process)
 #   ompi-vader  Open MPI, --mca btl self,vader (shared memory)
 #   ompi-tcp    Open MPI, --mca btl self,tcp (TCP loopback)
+#   goccl-mpi   goccl over the MPI backend (GOCCL_BACKEND=mpi, a goccl built
+#               with -tags mpi, under mpirun as Open MPI's vader path runs),
+#               its fingerprint ring on (the default)
 # and prints, per path and size, the median and range over the rounds: the
 # time in us at 8 B, busbw in GB/s at 1 MiB and 64 MiB (for 2 ranks busbw =
 # algbw = size / time). Needs mpicc and mpirun (Debian: openmpi-bin,
@@ -25,6 +28,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 command -v mpicc >/dev/null || { echo "vs-mpi: no mpicc (apt-get install libopenmpi-dev)" >&2; exit 1; }
 go build -o "$tmp/goccl" ./cmd/goccl
+go build -tags mpi -o "$tmp/goccl-mpi" ./cmd/goccl
 cat > "$tmp/allreduce.c" <<'C'
 /* osu_allreduce-style loop average: warm-up, then iters calls timed back
  * to back after a barrier; the time is the average over the ranks. */
@@ -73,6 +77,11 @@ mpi() { # btl bytes iters warmup
 	mpirun --allow-run-as-root $MPIRUN_FLAGS -np 2 --bind-to core --mca pml ob1 --mca btl "self,$1" \
 		--mca btl_tcp_if_include lo "$tmp/allreduce" "$2" "$3" "$4" 2>/dev/null | tail -1
 }
+gmpi() { # bytes iters warmup: goccl over MPI, each rank goccl bench -join under mpirun
+	GOCCL_BACKEND=mpi mpirun --allow-run-as-root $MPIRUN_FLAGS -np 2 --bind-to core --mca pml ob1 --mca btl self,vader \
+		-x GOCCL_BACKEND "$tmp/goccl-mpi" bench -join -q -transport shm -op allreduce -b "$1" -e "$1" -iters "$2" -w "$3" \
+		-format json 2>/dev/null | sed -n 's/.*"time_us": *\([0-9.e+-]*\).*/\1/p'
+}
 gbench() { # transport bytes iters warmup: time_us, from the JSON (the CSV rounds it to 0.01 us)
 	"$tmp/goccl" bench -q -transport "$1" -n 2 -op allreduce -b "$2" -e "$2" -iters "$3" -w "$4" -format json |
 		sed -n 's/.*"time_us": *\([0-9.e+-]*\).*/\1/p'
@@ -89,7 +98,7 @@ sizes="8 1048576 67108864"
 # same counts (TCP's 8 bytes: about 5 s a run).
 iters() { case $1 in 8) echo 500000 ;; 1048576) echo 400 ;; *) echo 20 ;; esac; }
 warm() { case $1 in 8) echo 20000 ;; 1048576) echo 40 ;; *) echo 3 ;; esac; }
-paths="goccl-shm goccl-tcp goccl-mem ompi-vader ompi-tcp"
+paths="goccl-shm goccl-tcp goccl-mem ompi-vader ompi-tcp goccl-mpi"
 
 echo "# vs-mpi: $(date -u +%FT%TZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$tmp/goccl" limits | grep -E 'memory copy|shared memory|cross-memory|TCP loopback, one stream, 2|round trip, 2|exchange, polled, 2'
@@ -97,6 +106,7 @@ for r in $(seq "$rounds"); do
 	for s in $sizes; do
 		for p in $paths; do
 			case $p in
+			goccl-mpi) t=$(gmpi "$s" "$(iters "$s")" "$(warm "$s")") ;;
 			goccl-*) t=$(gbench "${p#goccl-}" "$s" "$(iters "$s")" "$(warm "$s")") ;;
 			ompi-*) t=$(mpi "${p#ompi-}" "$s" "$(iters "$s")" "$(warm "$s")") ;;
 			esac
