@@ -47,6 +47,7 @@ type benchConfig struct {
 	units              commslog.Units
 	device             string // host, hostsim or cuda (benchdev.go)
 	parts              int    // -op allreduce over this many slices with AllReduceCoalesced; 1: AllReduce
+	peerLinks          string // the transport each rank's peers are reached over (benchWorker), for the header
 	// join: this process is one rank of a job a launcher started (-join);
 	// nSet: -n was given, so the job's size must match it.
 	join, nSet bool
@@ -724,6 +725,9 @@ func report(w io.Writer, cfg *benchConfig, rows []result) error {
 	}
 	fmt.Fprintf(w, "# goccl bench: %s, %d ranks, transport %s, %d warm-up + %d timed iterations per size\n",
 		cfg.op, cfg.ranks, cfg.transport, cfg.warmup, cfg.iters)
+	if cfg.peerLinks != "" {
+		fmt.Fprintf(w, "# peers over: %s\n", cfg.peerLinks)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	u := cfg.units.String()
 	fmt.Fprintf(tw, "size\tcount\ttype\tredop\troot\talgo\ttime(us)\talgbw(%s)\tbusbw(%s)\t#wrong\tsent/rank(B)\t\n", u, u)

@@ -462,6 +462,12 @@ func TestBenchJoin(t *testing.T) {
 	if rows != 4 { // 8, 32, 128, 512 bytes
 		t.Errorf("%d allreduce rows, want 4:\n%s", rows, out)
 	}
+	// The table's header says which transport each rank's peers are
+	// reached over.
+	if code, out, errb := run("-join -transport tcp -op allreduce -b 8 -e 8 -w 0 -iters 1 -q"); code != 0 ||
+		!strings.Contains(out, "# peers over: rank 0: tcp 2; rank 1: tcp 2; rank 2: tcp 2") {
+		t.Errorf("the peers' transports: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	}
 	// -cpuprofile: every rank writes its own.
 	prof := filepath.Join(t.TempDir(), "cpu.prof")
 	if code, out, errb := run("-join -transport tcp -op allreduce -b 8 -e 8 -w 0 -iters 100 -q -cpuprofile " + prof); code != 0 {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/goccl/goccl"
@@ -79,6 +82,9 @@ func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer
 			return nil, false, err
 		}
 	}
+	if cfg.peerLinks, err = peerLinks(ctx, c); err != nil {
+		return nil, false, err
+	}
 	var progress io.Writer
 	if c.Rank() == 0 && !cfg.quiet {
 		progress = stderr
@@ -98,6 +104,34 @@ func benchWorker(ctx context.Context, cfg *benchConfig, stdout, stderr io.Writer
 	}
 	rows, err := benchRank(ctx, c, cfg, progress)
 	return rows, c.Rank() == 0, err
+}
+
+// peerLinks says which transport each rank reaches its peers over, as
+// Init chose them (shared memory within a host, TCP or InfiniBand
+// between): "rank 0: shm 1, tcp 2; rank 1: ...", gathered to every rank.
+func peerLinks(ctx context.Context, c *goccl.Comm) (string, error) {
+	count := map[string]int{}
+	for q := range c.Size() {
+		if q != c.Rank() {
+			count[c.TransportFor(q)]++
+		}
+	}
+	var mine []string
+	for _, t := range slices.Sorted(maps.Keys(count)) {
+		name := t
+		if name == "" {
+			name = "?"
+		}
+		mine = append(mine, fmt.Sprintf("%s %d", name, count[t]))
+	}
+	all, err := goccl.AllGatherObject(ctx, c, strings.Join(mine, ", "))
+	if err != nil {
+		return "", err
+	}
+	for r := range all {
+		all[r] = fmt.Sprintf("rank %d: %s", r, all[r])
+	}
+	return strings.Join(all, "; "), nil
 }
 
 // profilePath is where rank writes its CPU profile for -cpuprofile path:
