@@ -46,8 +46,8 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 	if len(views) == 1 {
 		return checked(c.allReduceView(name, &views[0], op, "")).exec(ctx)
 	}
-	if parts, ok := c.inPlace(views, algo.AllReduce); ok {
-		return c.allReduceParts(name, parts, dt, total, op).laidOut(views).exec(ctx)
+	if c.inPlace(views, algo.AllReduce) {
+		return c.allReduceParts(name, views, dt, total, op).laidOut(views).exec(ctx)
 	}
 	flat := scratch.Get(total * dt.Size())
 	defer scratch.Put(flat)
@@ -62,38 +62,35 @@ func (c *Comm) AllReduceCoalesced(ctx context.Context, bufs []any, op reduceop.O
 	return c.unpack(ctx, flat, views)
 }
 
-// inPlace returns the bytes of views for a coalesced call of coll that
-// runs on them where they lie: host buffers whose total size the ring
-// moves, on more than one rank.
-func (c *Comm) inPlace(views []view, coll algo.Collective) ([][]byte, bool) {
+// inPlace reports whether a coalesced call of coll runs on views where
+// they lie: host buffers whose total size the ring moves, on more than
+// one rank.
+func (c *Comm) inPlace(views []view, coll algo.Collective) bool {
 	bytes := 0
 	for _, v := range views {
 		if v.dev != nil {
-			return nil, false
+			return false
 		}
 		bytes += v.bytes()
 	}
 	if c.Size() == 1 {
-		return nil, false
+		return false
 	}
 	if coll == algo.AllGather {
 		bytes *= c.Size()
 	}
-	if coll == algo.AllReduce && c.useBoard(bytes, true) || c.choose(coll, bytes, "") != algo.Ring {
-		return nil, false
-	}
+	return !(coll == algo.AllReduce && c.useBoard(bytes, true)) && c.choose(coll, bytes, "") == algo.Ring
+}
+
+// allReduceParts makes the call of a ring allreduce over the caller's
+// host slices (views) as one run of total elements of dt.
+func (c *Comm) allReduceParts(name string, views []view, dt reduceop.DType, total int, op reduceop.Op) *call {
+	k := c.newCall(name, dt, total*dt.Size(), algo.Ring).agree(total, op, -1)
+	p := c.peers(k, dt, reducer(reduceop.Host{}, dt, op))
 	parts := make([][]byte, len(views))
 	for i, v := range views {
 		parts[i] = v.b
 	}
-	return parts, true
-}
-
-// allReduceParts makes the call of a ring allreduce over parts, the
-// caller's slices, as one run of total elements of dt.
-func (c *Comm) allReduceParts(name string, parts [][]byte, dt reduceop.DType, total int, op reduceop.Op) *call {
-	k := c.newCall(name, dt, total*dt.Size(), algo.Ring).agree(total, op, -1)
-	p := c.peers(k, dt, reducer(reduceop.Host{}, dt, op))
 	run := algo.Pieces(parts)
 	k.run = func(ctx context.Context) error {
 		if err := (ring.Options{}).AllReduceVec(ctx, p, run); err != nil {
@@ -138,7 +135,7 @@ func (c *Comm) AllGatherCoalesced(ctx context.Context, send, recv []any) error {
 	if len(svs) == 1 {
 		return checked(c.allGatherv(name, svs[0], rvs[0], equalCounts(c.Size(), total), rvs[0].bytes())).exec(ctx)
 	}
-	if _, ok := c.inPlace(svs, algo.AllGather); ok && !anyDevice(rvs) {
+	if c.inPlace(svs, algo.AllGather) && !anyDevice(rvs) {
 		return c.allGatherParts(name, svs, rvs, total).laidOut(svs).exec(ctx)
 	}
 	esz := svs[0].dt.Size()

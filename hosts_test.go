@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/algo"
-	"github.com/goccl/goccl/internal/elems"
 	"github.com/goccl/goccl/reduceop"
 )
 
@@ -198,92 +197,23 @@ func hostsRank(t *testing.T) {
 		fmt.Printf("HOSTS rank=%d coll=%s bytes=%d algo=%s\n", me, coll, hostsPickBytes, c.AlgorithmFor(coll, hostsPickBytes))
 	}
 
+	sizes := suiteSizes{
+		allReduce: []int{1, 13, 1031, hostsPickBytes / 4},
+		allReduceCases: func(int) []caseSpec {
+			return []caseSpec{{reduceop.Float32, reduceop.Sum}, {reduceop.Int64, reduceop.Max}}
+		},
+		roots:        []int{0, n - 1},
+		rootCounts:   []int{1, 1031, 70_001},
+		gatherBlocks: []int{1, 7, 200},
+		blocks:       []int{1, 257, 65_537},
+		scatterCases: []caseSpec{{reduceop.Float32, reduceop.Sum}},
+		ref: func(dt reduceop.DType, op reduceop.Op, lo, cnt int) []float64 {
+			return reference(dt, op, n, span(lo, cnt))
+		},
+	}
 	for _, a := range []algo.Algorithm{"", algo.TwoLevel} {
 		must(t, c, "set_algorithm "+string(a), c.SetAlgorithm(a))
-		runs := func(coll algo.Collective) bool { return a == "" || algo.Implements(a, coll) }
-		if runs(algo.AllReduce) {
-			for _, cnt := range []int{1, 13, 1031, hostsPickBytes / 4} {
-				for _, cs := range []caseSpec{{reduceop.Float32, reduceop.Sum}, {reduceop.Int64, reduceop.Max}} {
-					name := fmt.Sprintf("allreduce/%q/count=%d/%v/%v", a, cnt, cs.dt, cs.op)
-					g := newGuarded(cs.dt, cnt)
-					fill(g, cs.op, me, 0)
-					must(t, c, name, c.AllReduce(ctx, g.buf(), cs.op))
-					checkNamed(t, c, name, g, reference(cs.dt, cs.op, n, span(0, cnt)))
-				}
-			}
-		}
-		for _, root := range []int{0, n - 1} {
-			for _, cnt := range []int{1, 1031, 70_001} {
-				if runs(algo.Broadcast) {
-					name := fmt.Sprintf("broadcast/%q/count=%d/root=%d", a, cnt, root)
-					g := newGuarded(reduceop.Int32, cnt)
-					fill(g, reduceop.Sum, me, 0)
-					must(t, c, name, c.Broadcast(ctx, g.buf(), root))
-					want := make([]float64, cnt)
-					for i := range want {
-						want[i] = val(reduceop.Sum, root, i)
-					}
-					checkNamed(t, c, name, g, want)
-				}
-				if runs(algo.Reduce) {
-					name := fmt.Sprintf("reduce/%q/count=%d/root=%d", a, cnt, root)
-					g := newGuarded(reduceop.Float64, cnt)
-					fill(g, reduceop.Sum, me, 0)
-					must(t, c, name, c.Reduce(ctx, g.buf(), reduceop.Sum, root))
-					if me == root {
-						checkNamed(t, c, name, g, reference(reduceop.Float64, reduceop.Sum, n, span(0, cnt)))
-					}
-				}
-			}
-			if runs(algo.Gather) {
-				for _, m := range []int{1, 7, 200} {
-					gatherScatter(t, ctx, c, fmt.Sprintf("%q/block=%d/root=%d", a, m, root), m, root)
-				}
-			}
-		}
-		for _, m := range []int{1, 257, 65_537} {
-			if runs(algo.AllGather) {
-				name := fmt.Sprintf("allgather/%q/block=%d", a, m)
-				send := make([]int64, m)
-				for i := range send {
-					send[i] = int64(val(reduceop.Sum, me, i))
-				}
-				g := newGuarded(reduceop.Int64, n*m)
-				must(t, c, name, c.AllGather(ctx, send, g.buf()))
-				want := make([]float64, n*m)
-				for i := range want {
-					want[i] = val(reduceop.Sum, i/m, i%m)
-				}
-				checkNamed(t, c, name, g, want)
-			}
-			if runs(algo.ReduceScatter) {
-				name := fmt.Sprintf("reducescatter/%q/block=%d", a, m)
-				send := elems.Make(reduceop.Float32, n*m)
-				for i := 0; i < n*m; i++ {
-					elems.Set(send, i, val(reduceop.Sum, me, i))
-				}
-				g := newGuarded(reduceop.Float32, m)
-				must(t, c, name, c.ReduceScatter(ctx, send, g.buf(), reduceop.Sum))
-				checkNamed(t, c, name, g, reference(reduceop.Float32, reduceop.Sum, n, span(me*m, m)))
-			}
-			if runs(algo.AllToAll) {
-				name := fmt.Sprintf("alltoall/%q/block=%d", a, m)
-				send := make([]int64, n*m)
-				for i := range send {
-					send[i] = int64(me*1_000_000 + i)
-				}
-				g := newGuarded(reduceop.Int64, n*m)
-				must(t, c, name, c.AllToAll(ctx, send, g.buf()))
-				want := make([]float64, n*m)
-				for i := range want {
-					want[i] = float64((i/m)*1_000_000 + me*m + i%m)
-				}
-				checkNamed(t, c, name, g, want)
-			}
-		}
-		if runs(algo.Barrier) {
-			must(t, c, fmt.Sprintf("barrier/%q", a), c.Barrier(ctx))
-		}
+		collectiveSuite(t, ctx, c, a, sizes)
 	}
 	must(t, c, "set_algorithm cost model", c.SetAlgorithm(""))
 	sendRecvRing(t, ctx, c)

@@ -268,104 +268,29 @@ func suiteRank(t *testing.T) {
 		return w
 	}
 
+	sizes := suiteSizes{
+		allReduce: append(counts(n), bigCount),
+		allReduceCases: func(cnt int) []caseSpec {
+			cases := []caseSpec{{reduceop.Float32, reduceop.Sum}, {reduceop.Int64, reduceop.Sum}}
+			switch cnt {
+			case 13, n + 1:
+				cases = reductionCases()
+			case bigCount:
+				cases = cases[:1]
+			}
+			return cases
+		},
+		roots:        span(0, n),
+		rootCounts:   []int{0, 1, 13, 1031},
+		gatherBlocks: []int{0, 1, 7},
+		blocks:       []int{0, 1, 5, 257},
+		scatterCases: []caseSpec{{reduceop.Float32, reduceop.Sum}, {reduceop.Float32, reduceop.Avg}, {reduceop.BFloat16, reduceop.Avg}, {reduceop.Int8, reduceop.Max}},
+		ref:          ref,
+	}
 	for _, a := range algo.Algorithms {
 		must(t, c, "set_algorithm "+string(a), c.SetAlgorithm(a))
 		progress("algorithm " + string(a))
-		if algo.Implements(a, algo.AllReduce) {
-			for _, cnt := range append(counts(n), bigCount) {
-				cases := []caseSpec{{reduceop.Float32, reduceop.Sum}, {reduceop.Int64, reduceop.Sum}}
-				switch cnt {
-				case 13, n + 1:
-					cases = reductionCases()
-				case bigCount:
-					cases = cases[:1]
-				}
-				for _, cs := range cases {
-					name := fmt.Sprintf("allreduce/%s/count=%d/%v/%v", a, cnt, cs.dt, cs.op)
-					g := newGuarded(cs.dt, cnt)
-					fill(g, cs.op, me, 0)
-					must(t, c, name, c.AllReduce(ctx, g.buf(), cs.op))
-					checkNamed(t, c, name, g, ref(cs.dt, cs.op, 0, cnt))
-				}
-			}
-		}
-		for root := 0; root < n; root++ {
-			for _, cnt := range []int{0, 1, 13, 1031} {
-				if algo.Implements(a, algo.Broadcast) {
-					name := fmt.Sprintf("broadcast/%s/count=%d/root=%d", a, cnt, root)
-					g := newGuarded(reduceop.Int32, cnt)
-					fill(g, reduceop.Sum, me, 0)
-					must(t, c, name, c.Broadcast(ctx, g.buf(), root))
-					want := make([]float64, cnt)
-					for i := range want {
-						want[i] = val(reduceop.Sum, root, i)
-					}
-					checkNamed(t, c, name, g, want)
-				}
-				if algo.Implements(a, algo.Reduce) {
-					name := fmt.Sprintf("reduce/%s/count=%d/root=%d", a, cnt, root)
-					g := newGuarded(reduceop.Float64, cnt)
-					fill(g, reduceop.Sum, me, 0)
-					must(t, c, name, c.Reduce(ctx, g.buf(), reduceop.Sum, root))
-					if me == root {
-						checkNamed(t, c, name, g, ref(reduceop.Float64, reduceop.Sum, 0, cnt))
-					} else {
-						mine := make([]float64, cnt)
-						for i := range mine {
-							mine[i] = val(reduceop.Sum, me, i)
-						}
-						checkNamed(t, c, name+" (non-root buffer unchanged)", g, mine)
-					}
-				}
-			}
-			if algo.Implements(a, algo.Gather) || algo.Implements(a, algo.Scatter) {
-				for _, m := range []int{0, 1, 7} {
-					gatherScatter(t, ctx, c, fmt.Sprintf("%s/block=%d/root=%d", a, m, root), m, root)
-				}
-			}
-		}
-		for _, m := range []int{0, 1, 5, 257} {
-			if algo.Implements(a, algo.AllGather) {
-				name := fmt.Sprintf("allgather/%s/block=%d", a, m)
-				send := make([]int64, m)
-				for i := range send {
-					send[i] = int64(val(reduceop.Sum, me, i))
-				}
-				g := newGuarded(reduceop.Int64, n*m)
-				must(t, c, name, c.AllGather(ctx, send, g.buf()))
-				want := make([]float64, n*m)
-				for i := range want {
-					want[i] = val(reduceop.Sum, i/m, i%m)
-				}
-				checkNamed(t, c, name, g, want)
-			}
-			if algo.Implements(a, algo.ReduceScatter) {
-				for _, cs := range []caseSpec{{reduceop.Float32, reduceop.Sum}, {reduceop.Float32, reduceop.Avg}, {reduceop.BFloat16, reduceop.Avg}, {reduceop.Int8, reduceop.Max}} {
-					name := fmt.Sprintf("reducescatter/%s/block=%d/%v/%v", a, m, cs.dt, cs.op)
-					send := elems.Make(cs.dt, n*m)
-					for i := 0; i < n*m; i++ {
-						elems.Set(send, i, val(cs.op, me, i))
-					}
-					g := newGuarded(cs.dt, m)
-					must(t, c, name, c.ReduceScatter(ctx, send, g.buf(), cs.op))
-					checkNamed(t, c, name, g, ref(cs.dt, cs.op, me*m, m))
-				}
-			}
-			if algo.Implements(a, algo.AllToAll) {
-				name := fmt.Sprintf("alltoall/%s/block=%d", a, m)
-				send := make([]int64, n*m)
-				for i := range send {
-					send[i] = int64(me*1000 + i)
-				}
-				g := newGuarded(reduceop.Int64, n*m)
-				must(t, c, name, c.AllToAll(ctx, send, g.buf()))
-				want := make([]float64, n*m)
-				for i := range want {
-					want[i] = float64((i/m)*1000 + me*m + i%m)
-				}
-				checkNamed(t, c, name, g, want)
-			}
-		}
+		collectiveSuite(t, ctx, c, a, sizes)
 		if algo.Implements(a, algo.AllToAll) {
 			allToAllSplit(t, ctx, c, "alltoall_split/"+string(a))
 		}
@@ -374,9 +299,6 @@ func suiteRank(t *testing.T) {
 		}
 		if algo.Implements(a, algo.ReduceScatter) {
 			reduceScatterList(t, ctx, c, "reducescatter_list/"+string(a))
-		}
-		if algo.Implements(a, algo.Barrier) {
-			must(t, c, "barrier/"+string(a), c.Barrier(ctx))
 		}
 	}
 
@@ -393,6 +315,121 @@ func suiteRank(t *testing.T) {
 	asyncOverlap(t, ctx, c)
 	must(t, c, "final barrier", c.Barrier(ctx))
 	progress("done")
+}
+
+// suiteSizes are what one pass of collectiveSuite runs: the allreduce
+// counts and the cases of each, the roots and counts of broadcast and
+// reduce, the blocks of gather and scatter, the blocks of allgather,
+// reduce-scatter and all-to-all, the reduce-scatter cases, and the
+// reference (ref(dt, op, lo, cnt): elements lo.. of the reduction).
+type suiteSizes struct {
+	allReduce      []int
+	allReduceCases func(cnt int) []caseSpec
+	roots          []int
+	rootCounts     []int
+	gatherBlocks   []int
+	blocks         []int
+	scatterCases   []caseSpec
+	ref            func(dt reduceop.DType, op reduceop.Op, lo, cnt int) []float64
+}
+
+// collectiveSuite runs every collective that algorithm a implements ("":
+// every collective, on the cost model's choices) against the reference,
+// at sz's sizes.
+func collectiveSuite(t *testing.T, ctx context.Context, c *goccl.Comm, a algo.Algorithm, sz suiteSizes) {
+	n, me := c.Size(), c.Rank()
+	runs := func(coll algo.Collective) bool { return a == "" || algo.Implements(a, coll) }
+	if runs(algo.AllReduce) {
+		for _, cnt := range sz.allReduce {
+			for _, cs := range sz.allReduceCases(cnt) {
+				name := fmt.Sprintf("allreduce/%s/count=%d/%v/%v", a, cnt, cs.dt, cs.op)
+				g := newGuarded(cs.dt, cnt)
+				fill(g, cs.op, me, 0)
+				must(t, c, name, c.AllReduce(ctx, g.buf(), cs.op))
+				checkNamed(t, c, name, g, sz.ref(cs.dt, cs.op, 0, cnt))
+			}
+		}
+	}
+	for _, root := range sz.roots {
+		for _, cnt := range sz.rootCounts {
+			if runs(algo.Broadcast) {
+				name := fmt.Sprintf("broadcast/%s/count=%d/root=%d", a, cnt, root)
+				g := newGuarded(reduceop.Int32, cnt)
+				fill(g, reduceop.Sum, me, 0)
+				must(t, c, name, c.Broadcast(ctx, g.buf(), root))
+				want := make([]float64, cnt)
+				for i := range want {
+					want[i] = val(reduceop.Sum, root, i)
+				}
+				checkNamed(t, c, name, g, want)
+			}
+			if runs(algo.Reduce) {
+				name := fmt.Sprintf("reduce/%s/count=%d/root=%d", a, cnt, root)
+				g := newGuarded(reduceop.Float64, cnt)
+				fill(g, reduceop.Sum, me, 0)
+				must(t, c, name, c.Reduce(ctx, g.buf(), reduceop.Sum, root))
+				if me == root {
+					checkNamed(t, c, name, g, sz.ref(reduceop.Float64, reduceop.Sum, 0, cnt))
+				} else {
+					mine := make([]float64, cnt)
+					for i := range mine {
+						mine[i] = val(reduceop.Sum, me, i)
+					}
+					checkNamed(t, c, name+" (non-root buffer unchanged)", g, mine)
+				}
+			}
+		}
+		if runs(algo.Gather) || runs(algo.Scatter) {
+			for _, m := range sz.gatherBlocks {
+				gatherScatter(t, ctx, c, fmt.Sprintf("%s/block=%d/root=%d", a, m, root), m, root)
+			}
+		}
+	}
+	for _, m := range sz.blocks {
+		if runs(algo.AllGather) {
+			name := fmt.Sprintf("allgather/%s/block=%d", a, m)
+			send := make([]int64, m)
+			for i := range send {
+				send[i] = int64(val(reduceop.Sum, me, i))
+			}
+			g := newGuarded(reduceop.Int64, n*m)
+			must(t, c, name, c.AllGather(ctx, send, g.buf()))
+			want := make([]float64, n*m)
+			for i := range want {
+				want[i] = val(reduceop.Sum, i/m, i%m)
+			}
+			checkNamed(t, c, name, g, want)
+		}
+		if runs(algo.ReduceScatter) {
+			for _, cs := range sz.scatterCases {
+				name := fmt.Sprintf("reducescatter/%s/block=%d/%v/%v", a, m, cs.dt, cs.op)
+				send := elems.Make(cs.dt, n*m)
+				for i := 0; i < n*m; i++ {
+					elems.Set(send, i, val(cs.op, me, i))
+				}
+				g := newGuarded(cs.dt, m)
+				must(t, c, name, c.ReduceScatter(ctx, send, g.buf(), cs.op))
+				checkNamed(t, c, name, g, sz.ref(cs.dt, cs.op, me*m, m))
+			}
+		}
+		if runs(algo.AllToAll) {
+			name := fmt.Sprintf("alltoall/%s/block=%d", a, m)
+			send := make([]int64, n*m)
+			for i := range send {
+				send[i] = int64(me*1_000_000 + i)
+			}
+			g := newGuarded(reduceop.Int64, n*m)
+			must(t, c, name, c.AllToAll(ctx, send, g.buf()))
+			want := make([]float64, n*m)
+			for i := range want {
+				want[i] = float64((i/m)*1_000_000 + me*m + i%m)
+			}
+			checkNamed(t, c, name, g, want)
+		}
+	}
+	if runs(algo.Barrier) {
+		must(t, c, "barrier/"+string(a), c.Barrier(ctx))
+	}
 }
 
 func gatherScatter(t *testing.T, ctx context.Context, c *goccl.Comm, what string, m, root int) {

@@ -19,18 +19,7 @@ trap 'git worktree remove --force "$dir/old" >/dev/null 2>&1 || true; rm -rf "$d
 git worktree add --detach "$dir/old" "$old" >/dev/null 2>&1
 (cd "$dir/old" && go build -o "$dir/goccl-old" ./cmd/goccl)
 go build -o "$dir/goccl-new" ./cmd/goccl
-# quiet waits, before each run, until both CPUs were 90% idle over 300 ms
-# (another process's burst would otherwise land on one build's run).
-quiet() {
-  while :; do
-    read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ < /proc/stat
-    sleep 0.3
-    read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ < /proc/stat
-    tot=$(( (u2+n2+s2+i2+w2+q2+sq2+st2) - (u1+n1+s1+i1+w1+q1+sq1+st1) ))
-    (( tot > 0 && (i2 - i1) * 100 / tot >= 90 )) && return
-    sleep 2
-  done
-}
+source scripts/quiet.sh # the script runs from the repository root
 time_us() { # binary transport size iters
   quiet
   "$1" bench -q -transport "$2" -n 2 -op allreduce -b "$3" -e "$3" -iters "$4" -w $(( $4 / 10 )) -format json 2>/dev/null |

@@ -13,17 +13,7 @@ rounds=${ROUNDS:-8}
 bin=$(mktemp -d)/goccl
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go build -o "$bin" ./cmd/goccl
-# quiet waits, before each run, until both CPUs were 90% idle over 300 ms.
-quiet() {
-  while :; do
-    read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ < /proc/stat
-    sleep 0.3
-    read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ < /proc/stat
-    tot=$(( (u2+n2+s2+i2+w2+q2+sq2+st2) - (u1+n1+s1+i1+w1+q1+sq1+st1) ))
-    (( tot > 0 && (i2 - i1) * 100 / tot >= 90 )) && return
-    sleep 2
-  done
-}
+source scripts/quiet.sh # the script runs from the repository root
 time_us() { # transport n parts
   quiet
   "$bin" bench -q -transport "$1" -n "$2" -parts "$3" -b 16M -e 16M -w 5 -iters 40 -format json 2>/dev/null |
