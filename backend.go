@@ -38,7 +38,8 @@ func (c *Comm) backendLinks() backend.Links {
 	return backend.Links{EP: c.shared.ep, ID: c.id, Rank: c.rank, Ranks: c.ranks, Check: !c.opts.noCheck,
 		Mismatch: func(peer int, mine, theirs *wire.Fingerprint) {
 			c.abort(&Error{Op: mine.Op(), Rank: c.rank, Peer: peer, Err: &mismatchError{mine: *mine, theirs: *theirs, peer: peer}})
-		}}
+		},
+		Broken: func(peer int, err error) { c.abort(&Error{Op: "backend check", Rank: c.rank, Peer: peer, Err: err}) }}
 }
 
 // delegate hands k's data movement to c's backend where it takes bc: k

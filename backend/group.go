@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goccl/goccl/internal/wire"
 	"github.com/goccl/goccl/reduceop"
@@ -28,6 +29,9 @@ type Links struct {
 	// peer) made call theirs where this rank made mine; the root aborts
 	// the communicator with ErrMismatch naming both.
 	Mismatch func(peer int, mine, theirs *wire.Fingerprint)
+	// Broken is told when group rank peer sent what goccl never sends
+	// (transport.ErrProtocol); the root aborts the communicator.
+	Broken func(peer int, err error)
 }
 
 // ErrStopped is Run's error when the communicator was aborted under the
@@ -54,12 +58,18 @@ type Group struct {
 	// issued counts the calls ordered (Next): the last call number this
 	// rank has issued, which the search for the rank behind exchanges.
 	issued atomic.Uint64
-	fps    chan fpItem
-	mu     sync.Mutex         // mine
-	mine   []wire.Fingerprint // this rank's fingerprints the previous rank's have not met yet
-	more   chan struct{}      // mine grew
-	stop   context.CancelFunc
-	ctx    context.Context
+	// The fingerprints' way to the ring (guard.go): pending, queued by
+	// the calls; kick wakes the ring's sender, flush does when a batch
+	// waits too long; taken tells a call waiting for room.
+	fpMu        sync.Mutex
+	pending     []wire.Fingerprint
+	kick, taken chan struct{}
+	flush       *time.Timer
+	mu          sync.Mutex         // mine
+	mine        []wire.Fingerprint // this rank's fingerprints the previous rank's have not met yet
+	more        chan struct{}      // mine grew
+	stop        context.CancelFunc
+	ctx         context.Context
 }
 
 // world is what the groups of one job share: the answerer of the
@@ -94,7 +104,9 @@ func NewWorld(be Comm, l Links) *Group {
 }
 
 func newGroup(be Comm, w *world) *Group {
-	g := &Group{be: be, w: w, fps: make(chan fpItem, fpLag), more: make(chan struct{}, 1)}
+	g := &Group{be: be, w: w, kick: make(chan struct{}, 1), taken: make(chan struct{}, 1), more: make(chan struct{}, 1)}
+	g.flush = time.AfterFunc(time.Hour, g.wake)
+	g.flush.Stop()
 	g.next.Store(1)
 	g.ctx, g.stop = context.WithCancel(w.ctx)
 	return g
@@ -219,10 +231,8 @@ func (g *Group) issue(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <
 			return nil, g.failed(ctx, err)
 		}
 		if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
-			select {
-			case g.fps <- fpItem{c.Order, *fp}:
-			case <-stop:
-				return nil, ErrStopped
+			if err := g.queue(fp, stop); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -302,9 +302,12 @@ func (r *request) Test() (bool, error) {
 	if r.done || !r.started {
 		return true, nil
 	}
-	var flag, bytes C.int
-	var rc C.int
-	r.c.l.do(func() { rc = C.goccl_test(&r.r, &flag, &bytes) })
+	var flag, bytes, rc C.int
+	if r.c.l.multiple { // called directly: do's closure would be allocated on every test
+		rc = C.goccl_test(&r.r, &flag, &bytes)
+	} else {
+		r.c.l.serial(func() { rc = C.goccl_test(&r.r, &flag, &bytes) })
+	}
 	if rc != 0 {
 		r.finish()
 		return true, mpiErr("MPI_Test", rc)
@@ -386,97 +389,106 @@ func equal(counts []int) bool {
 
 func (c *comm) Start(k *backend.Call) (backend.Request, error) {
 	r := &request{c: c, want: -1}
-	es := k.DType.Size()
-	dt, op := C.int(k.DType), C.int(k.Op)
-	n := C.int(len(k.Recv) / es)
 	send := k.Send
 	if k.Coll != backend.AllGather && k.Coll != backend.Gather && overlaps(send, k.Recv) && !same(send, k.Recv) {
 		send = append([]byte(nil), send...) // MPI forbids overlapping buffers outside MPI_IN_PLACE
 	}
 	var rc C.int
 	var what string
-	c.l.do(func() {
-		switch k.Coll {
-		case backend.AllReduce:
-			what, rc = "MPI_Iallreduce", C.goccl_allreduce(r.ptr(k.Recv), n, dt, op, c.c, &r.r)
-		case backend.Broadcast:
-			what, rc = "MPI_Ibcast", C.goccl_bcast(r.ptr(k.Recv), n, dt, C.int(k.Root), c.c, &r.r)
-		case backend.Reduce:
-			isRoot := C.int(0)
-			if k.Root == c.rank {
-				isRoot = 1
-			}
-			what, rc = "MPI_Ireduce", C.goccl_reduce(r.ptr(k.Recv), n, dt, op, C.int(k.Root), isRoot, c.c, &r.r)
-		case backend.AllGather:
-			counts := k.RecvCounts
-			if counts == nil {
-				counts = make([]int, c.size)
-				for i := range counts {
-					counts[i] = len(k.Send) / es
-				}
-			}
-			off := offsets(counts)
-			mine := k.Recv[off[c.rank]*es : (off[c.rank]+counts[c.rank])*es]
-			inplace := C.int(0)
-			if same(send, mine) {
-				inplace = 1
-			} else if overlaps(send, k.Recv) {
-				send = append([]byte(nil), send...)
-			}
-			if equal(counts) {
-				what, rc = "MPI_Iallgather", C.goccl_allgather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(counts[0]), dt, c.c, &r.r)
-			} else {
-				what, rc = "MPI_Iallgatherv", C.goccl_allgatherv(r.ptr(send), inplace, C.int(counts[c.rank]), r.ptr(k.Recv),
-					r.ints(counts), r.ints(offsets(counts)), dt, c.c, &r.r)
-			}
-		case backend.ReduceScatter:
-			if k.RecvCounts == nil || equal(k.RecvCounts) {
-				what, rc = "MPI_Ireduce_scatter_block", C.goccl_reduce_scatter_block(r.ptr(send), r.ptr(k.Recv), n, dt, op, c.c, &r.r)
-			} else {
-				what, rc = "MPI_Ireduce_scatter", C.goccl_reduce_scatter(r.ptr(send), r.ptr(k.Recv), r.ints(k.RecvCounts), dt, op, c.c, &r.r)
-			}
-		case backend.AllToAll:
-			if k.SendCounts == nil && k.RecvCounts == nil || equal(k.SendCounts) && equal(k.RecvCounts) && k.SendCounts[0] == k.RecvCounts[0] {
-				what, rc = "MPI_Ialltoall", C.goccl_alltoall(r.ptr(send), r.ptr(k.Recv), C.int(len(k.Recv)/es/c.size), dt, c.c, &r.r)
-			} else {
-				what, rc = "MPI_Ialltoallv", C.goccl_alltoallv(r.ptr(send), r.ints(k.SendCounts), r.ints(offsets(k.SendCounts)),
-					r.ptr(k.Recv), r.ints(k.RecvCounts), r.ints(offsets(k.RecvCounts)), dt, c.c, &r.r)
-			}
-		case backend.Gather:
-			inplace := C.int(0)
-			m := len(send)
-			if k.Root == c.rank {
-				if same(send, k.Recv[c.rank*m:(c.rank+1)*m]) {
-					inplace = 1
-				} else if overlaps(send, k.Recv) {
-					send = append([]byte(nil), send...)
-				}
-			}
-			what, rc = "MPI_Igather", C.goccl_gather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
-		case backend.Scatter:
-			inplace, m := C.int(0), len(k.Recv)
-			if k.Root == c.rank && same(k.Recv, k.Send[c.rank*m:(c.rank+1)*m]) {
-				inplace = 1
-				send = k.Send
-			}
-			what, rc = "MPI_Iscatter", C.goccl_scatter(r.ptr(send), r.ptr(k.Recv), inplace, C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
-		case backend.Send:
-			what, rc = "MPI_Isend", C.goccl_send(r.ptr(k.Send), C.int(len(k.Send)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
-		case backend.Recv:
-			r.want = len(k.Recv)
-			what, rc = "MPI_Irecv", C.goccl_recv(r.ptr(k.Recv), C.int(len(k.Recv)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
-		case backend.Barrier:
-			what, rc = "MPI_Ibarrier", C.goccl_barrier(c.c, &r.r)
-		default:
-			what, rc = fmt.Sprint(k.Coll), -1
-		}
-	})
+	if c.l.multiple { // directly: do's closure would be allocated on every call
+		what, rc = c.issue(k, r, send)
+	} else {
+		c.l.serial(func() { what, rc = c.issue(k, r, send) })
+	}
 	if rc != 0 {
 		r.finish()
 		return nil, mpiErr(what, rc)
 	}
 	r.started = true
 	return r, nil
+}
+
+// issue starts k's MPI call on r (Start has checked it and made send,
+// k.Send or a copy of it that does not overlap k.Recv).
+func (c *comm) issue(k *backend.Call, r *request, send []byte) (what string, rc C.int) {
+	es := k.DType.Size()
+	dt, op := C.int(k.DType), C.int(k.Op)
+	n := C.int(len(k.Recv) / es)
+	switch k.Coll {
+	case backend.AllReduce:
+		what, rc = "MPI_Iallreduce", C.goccl_allreduce(r.ptr(k.Recv), n, dt, op, c.c, &r.r)
+	case backend.Broadcast:
+		what, rc = "MPI_Ibcast", C.goccl_bcast(r.ptr(k.Recv), n, dt, C.int(k.Root), c.c, &r.r)
+	case backend.Reduce:
+		isRoot := C.int(0)
+		if k.Root == c.rank {
+			isRoot = 1
+		}
+		what, rc = "MPI_Ireduce", C.goccl_reduce(r.ptr(k.Recv), n, dt, op, C.int(k.Root), isRoot, c.c, &r.r)
+	case backend.AllGather:
+		counts := k.RecvCounts
+		if counts == nil {
+			counts = make([]int, c.size)
+			for i := range counts {
+				counts[i] = len(k.Send) / es
+			}
+		}
+		off := offsets(counts)
+		mine := k.Recv[off[c.rank]*es : (off[c.rank]+counts[c.rank])*es]
+		inplace := C.int(0)
+		if same(send, mine) {
+			inplace = 1
+		} else if overlaps(send, k.Recv) {
+			send = append([]byte(nil), send...)
+		}
+		if equal(counts) {
+			what, rc = "MPI_Iallgather", C.goccl_allgather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(counts[0]), dt, c.c, &r.r)
+		} else {
+			what, rc = "MPI_Iallgatherv", C.goccl_allgatherv(r.ptr(send), inplace, C.int(counts[c.rank]), r.ptr(k.Recv),
+				r.ints(counts), r.ints(offsets(counts)), dt, c.c, &r.r)
+		}
+	case backend.ReduceScatter:
+		if k.RecvCounts == nil || equal(k.RecvCounts) {
+			what, rc = "MPI_Ireduce_scatter_block", C.goccl_reduce_scatter_block(r.ptr(send), r.ptr(k.Recv), n, dt, op, c.c, &r.r)
+		} else {
+			what, rc = "MPI_Ireduce_scatter", C.goccl_reduce_scatter(r.ptr(send), r.ptr(k.Recv), r.ints(k.RecvCounts), dt, op, c.c, &r.r)
+		}
+	case backend.AllToAll:
+		if k.SendCounts == nil && k.RecvCounts == nil || equal(k.SendCounts) && equal(k.RecvCounts) && k.SendCounts[0] == k.RecvCounts[0] {
+			what, rc = "MPI_Ialltoall", C.goccl_alltoall(r.ptr(send), r.ptr(k.Recv), C.int(len(k.Recv)/es/c.size), dt, c.c, &r.r)
+		} else {
+			what, rc = "MPI_Ialltoallv", C.goccl_alltoallv(r.ptr(send), r.ints(k.SendCounts), r.ints(offsets(k.SendCounts)),
+				r.ptr(k.Recv), r.ints(k.RecvCounts), r.ints(offsets(k.RecvCounts)), dt, c.c, &r.r)
+		}
+	case backend.Gather:
+		inplace := C.int(0)
+		m := len(send)
+		if k.Root == c.rank {
+			if same(send, k.Recv[c.rank*m:(c.rank+1)*m]) {
+				inplace = 1
+			} else if overlaps(send, k.Recv) {
+				send = append([]byte(nil), send...)
+			}
+		}
+		what, rc = "MPI_Igather", C.goccl_gather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
+	case backend.Scatter:
+		inplace, m := C.int(0), len(k.Recv)
+		if k.Root == c.rank && same(k.Recv, k.Send[c.rank*m:(c.rank+1)*m]) {
+			inplace = 1
+			send = k.Send
+		}
+		what, rc = "MPI_Iscatter", C.goccl_scatter(r.ptr(send), r.ptr(k.Recv), inplace, C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
+	case backend.Send:
+		what, rc = "MPI_Isend", C.goccl_send(r.ptr(k.Send), C.int(len(k.Send)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
+	case backend.Recv:
+		r.want = len(k.Recv)
+		what, rc = "MPI_Irecv", C.goccl_recv(r.ptr(k.Recv), C.int(len(k.Recv)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
+	case backend.Barrier:
+		what, rc = "MPI_Ibarrier", C.goccl_barrier(c.c, &r.r)
+	default:
+		what, rc = fmt.Sprint(k.Coll), -1
+	}
+	return what, rc
 }
 
 func (c *comm) Split(color, key int) (backend.Comm, error) {
