@@ -5,6 +5,13 @@ package mpi
 /*
 #cgo !mpich pkg-config: ompi-c
 #cgo mpich pkg-config: mpich
+// The defines differ only so that the two builds differ in what the go
+// command hashes: its build cache keys a cgo package on its files and
+// #cgo flags but not on the pkg-config names (Go issue 73033), so after
+// -tags mpi,mpich a -tags mpi build would reuse the MPICH object and link
+// libmpich under Open MPI's mpirun.
+#cgo !mpich CFLAGS: -DGOCCL_MPI_OPENMPI
+#cgo mpich CFLAGS: -DGOCCL_MPI_MPICH
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
