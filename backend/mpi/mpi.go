@@ -145,6 +145,17 @@ static int goccl_split(MPI_Comm c, int color, int key, MPI_Comm *out, int *isnul
 	if (rc == MPI_SUCCESS && !*isnull) MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
 	return rc;
 }
+static int goccl_reduce_local(void *in, void *inout, int n, int dt, int op) {
+	return MPI_Reduce_local(in, inout, n, goccl_dt(dt), goccl_op(op, dt == 13));
+}
+static void goccl_library(char *buf, int n) {
+	char v[MPI_MAX_LIBRARY_VERSION_STRING];
+	int len = 0;
+	if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) len = 0;
+	if (len >= n) len = n - 1;
+	memcpy(buf, v, len);
+	buf[len] = 0;
+}
 static int goccl_free(MPI_Comm *c) { return MPI_Comm_free(c); }
 static int goccl_finalize(void) { return MPI_Finalize(); }
 static int goccl_abort(int code) { return MPI_Abort(MPI_COMM_WORLD, code); }
@@ -152,11 +163,13 @@ static int goccl_abort(int code) { return MPI_Abort(MPI_COMM_WORLD, code); }
 import "C"
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -183,6 +196,11 @@ type lib struct {
 	finalized   bool
 	provided    int
 	requestedMT bool
+	library     string
+	// wrong[dt] has bit op set where this MPI's reduction of dt by op
+	// disagreed with goccl's host kernel at init (probeOps): such calls
+	// run on goccl's own path.
+	wrong [16]uint16
 }
 
 var (
@@ -213,6 +231,13 @@ func start() *lib {
 			}
 			l.provided, l.rank, l.size, l.tagUB = int(prov), int(rank), int(size), int(ub)
 			l.multiple = l.requestedMT && prov == C.goccl_thread_multiple()
+			if l.initErr == nil {
+				var v [256]C.char
+				C.goccl_library(&v[0], C.int(len(v)))
+				line, _, _ := strings.Cut(strings.TrimSpace(C.GoString(&v[0])), "\n")
+				l.library = strings.Join(strings.Fields(line), " ")
+				l.probeOps()
+			}
 			close(ready)
 			for f := range l.reqs {
 				f()
@@ -222,6 +247,63 @@ func start() *lib {
 		theLib = l
 	})
 	return theLib
+}
+
+// probeOps reduces, with MPI_Reduce_local (no message, so every rank
+// finds the same), two elements of each integer dtype and of bool by each
+// op that applies, and compares with goccl's host kernel. The integers
+// are 0x01 and 0xff in every byte, so that a library that orders an
+// unsigned type as a signed one is caught: Debian's MPICH 4.0.2 gets
+// MPI_MIN and MPI_MAX wrong on every unsigned type. A pair found wrong
+// runs on goccl's own path, whichever MPI and version: trying it costs
+// microseconds once, and a fixed library takes the calls back by itself.
+// It runs on the thread that initialized MPI.
+func (l *lib) probeOps() {
+	for _, dt := range reduceop.DTypes {
+		if !dt.IsInteger() && dt != reduceop.Bool || int(dt) >= len(l.wrong) {
+			continue
+		}
+		es := dt.Size()
+		lo, hi := bytes.Repeat([]byte{1}, es), bytes.Repeat([]byte{0xff}, es)
+		if dt == reduceop.Bool {
+			lo, hi = []byte{0}, []byte{1}
+		}
+		for _, op := range reduceop.Ops {
+			if op == reduceop.Avg || reduceop.Check(op, dt) != nil || op >= 16 {
+				continue
+			}
+			in := append(append([]byte(nil), lo...), hi...)
+			got := append(append([]byte(nil), hi...), lo...)
+			want := append([]byte(nil), got...)
+			if err := reduceop.Apply(dt, op, want, in); err != nil {
+				continue // goccl's own path has no answer to compare with
+			}
+			rc := C.goccl_reduce_local(unsafe.Pointer(&in[0]), unsafe.Pointer(&got[0]), 2, C.int(dt), C.int(op))
+			if rc != 0 || !bytes.Equal(got, want) {
+				l.wrong[dt] |= 1 << op
+			}
+		}
+	}
+}
+
+// Library is the first line of MPI_Get_library_version: which MPI the
+// process runs on, for logs and tests.
+func Library() string { return start().library }
+
+// WrongReductions lists the dtype and op pairs ("uint8 max") that this
+// MPI reduced wrong when it was initialized, and that therefore run on
+// goccl's own path; none with a correct library.
+func WrongReductions() []string {
+	l := start()
+	var out []string
+	for _, dt := range reduceop.DTypes {
+		for _, op := range reduceop.Ops {
+			if int(dt) < len(l.wrong) && op < 16 && l.wrong[dt]&(1<<op) != 0 {
+				out = append(out, dt.String()+" "+op.String())
+			}
+		}
+	}
+	return out
 }
 
 // do runs f where MPI allows: here with MPI_THREAD_MULTIPLE, else on the
@@ -283,6 +365,9 @@ func (c *comm) Takes(k *backend.Call) bool {
 	switch k.DType {
 	case reduceop.Float16, reduceop.BFloat16:
 		return false // no standard MPI type: goccl's own path
+	}
+	if int(k.DType) < len(c.l.wrong) && k.Op < 16 && c.l.wrong[k.DType]&(1<<k.Op) != 0 {
+		return false // this MPI reduces it wrong (probeOps)
 	}
 	es := k.DType.Size()
 	if es == 0 {

@@ -93,6 +93,13 @@ func val[T any](r, i int) T {
 		*p = int64(x) - 2
 	case *uint8:
 		*p = uint8(x*37 + r)
+	case *uint16: // x<<13 sets the top bit at x = 4: an MPI that orders
+		// unsigned values as signed ones gets min and max wrong
+		*p = uint16(x)<<13 | uint16(r)
+	case *uint32:
+		*p = uint32(x)<<29 | uint32(r)
+	case *uint64:
+		*p = uint64(x)<<61 | uint64(r)
 	case *bool:
 		*p = (x+r)%2 == 0
 	case *complex128:
@@ -156,7 +163,10 @@ func TestMPIAllReduce(t *testing.T) {
 	allReduceCase[float64](t, c, reduceop.Float64, reduceop.Sum, reduceop.Prod)
 	allReduceCase[int32](t, c, reduceop.Int32, reduceop.Sum, reduceop.Prod, reduceop.Min, reduceop.BXor)
 	allReduceCase[int64](t, c, reduceop.Int64, reduceop.Sum, reduceop.Max)
-	allReduceCase[uint8](t, c, reduceop.Uint8, reduceop.BAnd, reduceop.BOr, reduceop.Max)
+	allReduceCase[uint8](t, c, reduceop.Uint8, reduceop.BAnd, reduceop.BOr, reduceop.Max, reduceop.Min)
+	allReduceCase[uint16](t, c, reduceop.Uint16, reduceop.Min, reduceop.Max)
+	allReduceCase[uint32](t, c, reduceop.Uint32, reduceop.Min, reduceop.Max, reduceop.Sum)
+	allReduceCase[uint64](t, c, reduceop.Uint64, reduceop.Min, reduceop.Max)
 	allReduceCase[bool](t, c, reduceop.Bool, reduceop.Min, reduceop.Max, reduceop.BAnd, reduceop.BOr, reduceop.BXor)
 	allReduceCase[complex128](t, c, reduceop.Complex128, reduceop.Sum, reduceop.Avg)
 	if got := c.BackendFor(algo.AllReduce, 8); got != "mpi" {
@@ -165,7 +175,9 @@ func TestMPIAllReduce(t *testing.T) {
 	if got := c.AlgorithmFor(algo.AllReduce, 8); got != "mpi" {
 		t.Errorf("AlgorithmFor = %q, want mpi", got)
 	}
+	t.Logf("MPI library: %s", mpi.Library())
 	t.Logf("MPI threading: %s", mpi.Threading())
+	t.Logf("MPI reductions on goccl's own path (wrong in this MPI): %v", mpi.WrongReductions())
 	// The bytes went through MPI: goccl's links carried only fingerprints
 	// (32 bytes a call to one peer, of this call and of the few before it
 	// that the ring had not sent yet).
