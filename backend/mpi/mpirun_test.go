@@ -576,3 +576,24 @@ func checkMismatch(c *goccl.Comm) {
 	}
 	abortJob(c)
 }
+
+// TestMPISignals: a nil dereference after MPI_Init is still the Go
+// runtime's panic, which a deferred recover catches: no MPI (nor the
+// transport under it) has taken over SIGSEGV, which would end the
+// process instead.
+func TestMPISignals(t *testing.T) {
+	need(t)
+	var p *int
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
+			}
+		}()
+		_ = *p
+		return nil
+	}()
+	if err == nil || !strings.Contains(err.Error(), "nil pointer dereference") {
+		t.Fatalf("nil dereference: recovered %v, want the runtime's panic", err)
+	}
+}
