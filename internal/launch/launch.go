@@ -67,7 +67,9 @@ var (
 // address is the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST)
 // and the port is derived from SLURM_JOB_ID and SLURM_STEP_ID; under
 // Open MPI or PMI with every rank on one machine the address is 127.0.0.1
-// and the port is derived from the job's namespace; with ranks on several
+// and the port is derived from the job's namespace (Hydra, MPICH's
+// mpiexec, sets none: the port is DefaultPort, and two such jobs at once
+// on one machine need MASTER_PORT); with ranks on several
 // machines there is no safe guess and Discover asks for MASTER_ADDR.
 // Derived ports lie in [20000, 32000), below Linux's ephemeral ports, so that two jobs sharing a machine
 // do not pick the same one.

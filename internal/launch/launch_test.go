@@ -153,6 +153,12 @@ func TestDiscover(t *testing.T) {
 		{"pmi one host", map[string]string{
 			"PMI_RANK": "1", "PMI_SIZE": "3", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "3", "PMI_KVSNAME": "kvs_99_0",
 		}, Info{1, 3, 1, 3, "127.0.0.1", derivePort("pmi/kvs_99_0"), "pmi"}},
+		// What MPICH 4.0.2's mpiexec (Hydra) sets, and no job name: the
+		// default port.
+		{"mpich hydra", map[string]string{
+			"PMI_RANK": "1", "PMI_SIZE": "4", "PMI_FD": "8", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "4",
+			"HYDI_CONTROL_FD": "7", "MPIR_CVAR_CH3_INTERFACE_HOSTNAME": "vm",
+		}, Info{1, 4, 1, 4, "127.0.0.1", DefaultPort, "pmi"}},
 		{"pmi wins over slurm", with(slurmJob, "PMI_RANK", "0", "PMI_SIZE", "1"),
 			Info{0, 1, -1, -1, "head", 7, "pmi"}},
 		{"slurm", slurmJob, Info{5, 8, 1, 2, "gpu03", slurmPort, "slurm"}},
