@@ -9,6 +9,11 @@ package mpi_test
 //	go test -tags mpi -c -o /tmp/mpi.test ./backend/mpi
 //	mpirun --allow-run-as-root --oversubscribe -np 4 /tmp/mpi.test -test.v
 //
+// or with MPICH:
+//
+//	go test -tags mpi,mpich -c -o /tmp/mpich.test ./backend/mpi
+//	mpiexec.mpich -launcher fork -np 4 /tmp/mpich.test -test.v
+//
 // Alone (no mpirun) they skip. One world serves every test of a process
 // (MPI initializes once): TestMain makes it. GOCCL_MPI_CHECK=deadline or
 // mismatch runs the check of that name instead, which ends the job with
