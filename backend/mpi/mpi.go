@@ -367,6 +367,12 @@ func (c *comm) Takes(k *backend.Call) bool {
 	case reduceop.Float16, reduceop.BFloat16:
 		return false // no standard MPI type: goccl's own path
 	}
+	if (k.Coll == backend.Send || k.Coll == backend.Recv) && k.Tag > c.l.tagUB {
+		// goccl's tags go to 2^31-1, MPI's to MPI_TAG_UB (MPICH's is
+		// 2^28-1). Both ends decide alike, and one tag's messages all
+		// take one path, so their order holds.
+		return false
+	}
 	if int(k.DType) < len(c.l.wrong) && k.Op < 16 && c.l.wrong[k.DType]&(1<<k.Op) != 0 {
 		return false // this MPI reduces it wrong (probeOps)
 	}

@@ -437,6 +437,25 @@ func TestMPISendRecvBarrier(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// goccl's largest tag is above MPICH's MPI_TAG_UB (2^28-1): such a
+	// message goes over goccl's links, beside a small tag's over MPI.
+	got := make([]int32, 5)
+	wBig := c.RecvAsync(ctx, got, left, goccl.MaxTag)
+	wSmall := c.RecvAsync(ctx, make([]int32, 3), left, 9)
+	if err := c.Send(ctx, []int32{1, 2, 3}, right, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(ctx, data[int32](me, 5), right, goccl.MaxTag); err != nil {
+		t.Fatalf("send with tag %d: %v", goccl.MaxTag, err)
+	}
+	for _, w := range []*goccl.Work{wBig, wSmall} {
+		if err := w.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, data[int32](left, 5)) {
+		t.Fatalf("recv with tag %d from %d: %v", goccl.MaxTag, left, got)
+	}
 }
 
 // TestMPIAsync: calls in flight together are issued to MPI in their
