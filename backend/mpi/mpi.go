@@ -380,7 +380,10 @@ func (c *comm) Takes(k *backend.Call) bool {
 	if es == 0 {
 		return false
 	}
-	if len(k.Send)/es > math.MaxInt32 || len(k.Recv)/es > math.MaxInt32 || len(k.Send) > math.MaxInt32 && k.Coll == backend.Send {
+	// Send and Recv count bytes (MPI_BYTE), the others elements; a Recv
+	// must decide as its Send does, or the two take different paths.
+	if len(k.Send)/es > math.MaxInt32 || len(k.Recv)/es > math.MaxInt32 ||
+		len(k.Send) > math.MaxInt32 && k.Coll == backend.Send || len(k.Recv) > math.MaxInt32 && k.Coll == backend.Recv {
 		return false
 	}
 	return true
