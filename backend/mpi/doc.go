@@ -29,7 +29,9 @@
 //     MPI_Reduce_local and compared with goccl's host kernel. MPICH 4.0.2
 //     orders unsigned types as signed, so there uint8..uint64 Min and Max
 //     are goccl's (WrongReductions lists them); Open MPI 4.1.4 passes.
-//   - Counts above MPI's int (2^31-1 elements) run on goccl's own path.
+//   - Counts above MPI's int (2^31-1 elements) run on goccl's own path,
+//     and so do sends and receives whose tag is above the library's
+//     MPI_TAG_UB (MPICH's is 2^28-1, goccl's MaxTag 2^31-1).
 //   - Groups are MPI_Comm_split of their parent.
 //
 // Threads: MPI_Init_thread asks for MPI_THREAD_MULTIPLE; when it is not
