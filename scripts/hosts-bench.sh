@@ -2,7 +2,8 @@
 # goccl across emulated hosts (issue 37). Builds H hosts of L ranks on this
 # machine: each host a network namespace whose one link (a veth pair) goes
 # to a bridge in one more namespace, the link shaped with htb to RATE each
-# way (the host's egress on its end, its ingress on the bridge's end), and
+# way (the host's egress on its end, its ingress on the bridge's end) and,
+# with -delay, a one-way delay on every packet between two hosts, and
 # each rank a process in its host's namespace and in a UTS namespace of its
 # own named for its host, so goccl.Init finds the hosts by host identity as
 # on real machines: shared memory within a host, TCP between hosts, L ranks
@@ -21,6 +22,7 @@
 #
 #   scripts/hosts-bench.sh [flags]
 #     -H hosts (2)  -L ranks a host (2)  -rate htb rate each way (2gbit)
+#     -delay one-way delay between hosts, a Go duration (0: none; e.g. 100us)
 #     -b smallest size (8)  -e largest size (256M)  -f factor (2)
 #     -op collective (allreduce)  -algo family (goccl bench -algo; default: the model's pick)
 #     -rounds rounds (3)  -w warm-up (5)
@@ -28,23 +30,31 @@
 #     -keep-going (a failed round is reported, the others still count)
 #
 # Needs root, iproute2 (ip, tc with htb), util-linux's unshare, hostname,
-# go, awk, sort. Sizes are per rank as goccl bench takes them.
+# go, awk, sort; -delay needs iptables and the kernel's NFQUEUE target.
+# Sizes are per rank as goccl bench takes them.
 #
-# TODO(issue 37): a one-way delay between the hosts. This kernel has no
-# sch_netem; a delay needs either netem (modprobe sch_netem where it
-# exists: `tc qdisc add dev eth0 parent 1:10 netem delay 100us` under the
-# htb class) or a user-space delayer (iptables NFQUEUE, ~25 us a pass of
-# its own to calibrate away). DELAY_CMD, when set, is run once per host
-# namespace after shaping, with $NS, $DEV and $H set, e.g.
+# The delay (-delay): the kernels this runs on have no sch_netem, so each
+# host's outgoing packets are queued (iptables NFQUEUE, mangle POSTROUTING
+# on eth0) to cmd/goccl-delayq in the host's namespace, which holds each
+# for the delay and lets it on to htb. The holder's own pass costs some
+# tens of us: the script measures it first (a TCP ping-pong between host 0
+# and host 1 with no holder, then with holders at 0), asks the holders for
+# the delay less that, measures again, and prints all three round trips
+# and the one-way delay it got; at the end each holder's counts and how
+# late its releases came while the bench ran. The of_limit column counts
+# the links' rate only, not the delay.
+# DELAY_CMD, when set, is run once per host namespace after shaping, with
+# $NS, $DEV and $H set, for a kernel that has netem, e.g.
 #   DELAY_CMD='tc qdisc add dev $DEV parent 1:10 handle 10: netem delay 100us'
 # Open MPI and Gloo beside goccl (issue 37) are not in this script yet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-H=2 L=2 RATE=2gbit B=8 E=256M F=2 OP=allreduce ALGO= ROUNDS=3 W=5 ITERS=20 CHECK= KEEP=
+H=2 L=2 RATE=2gbit DELAY=0 B=8 E=256M F=2 OP=allreduce ALGO= ROUNDS=3 W=5 ITERS=20 CHECK= KEEP=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift ;;
+	-delay) DELAY=$2; shift ;;
 	-L) L=$2; shift ;;
 	-rate) RATE=$2; shift ;;
 	-b) B=$2; shift ;;
@@ -68,16 +78,34 @@ for p in ip tc unshare hostname go awk; do
 done
 N=$((H * L))
 [ "$H" -ge 2 ] && [ "$L" -ge 1 ] || { echo "hosts-bench: needs -H >= 2 and -L >= 1" >&2; exit 2; }
+# A Go duration (100us, 0.5ms) in microseconds.
+us() {
+	awk -v s="$1" 'BEGIN { v = s + 0; u = s; sub(/^[0-9.]+/, "", u)
+		m = (u == "ns") ? 1e-3 : (u == "us" || u == "µs") ? 1 : (u == "ms") ? 1e3 : (u == "s") ? 1e6 : (u == "" && v == 0) ? 1 : -1
+		if (m < 0) exit 1; printf "%.1f\n", v * m }'
+}
+delay_us=$(us "$DELAY") || { echo "hosts-bench: -delay $DELAY: give a duration such as 100us" >&2; exit 2; }
+if [ "$delay_us" != 0.0 ]; then
+	command -v iptables >/dev/null || { echo "hosts-bench: -delay needs iptables (apt-get install iptables)" >&2; exit 1; }
+fi
 
 id=ghb$$
 hub=$id-hub
 tmp=$(mktemp -d)
 pids=()
 nss=()
+hosts=()   # host namespaces with the delay's rule
+holders=() # goccl-delayq processes, one a host
+pong=      # the calibration's echo
+qrule="-o eth0 -j NFQUEUE --queue-num 0 --queue-bypass"
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	# The delay: the rules first, so that nothing more is queued, then
+	# the holders, which accept what they hold on SIGTERM.
+	for ns in "${hosts[@]}"; do ip netns exec "$ns" iptables -t mangle -D POSTROUTING $qrule 2>/dev/null || true; done
+	for p in "${holders[@]}" $pong; do kill "$p" 2>/dev/null || true; done
 	# Anything still running in the namespaces this script made.
 	for ns in "${nss[@]}"; do
 		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
@@ -90,6 +118,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 go build -o "$tmp/goccl" ./cmd/goccl
+[ "$delay_us" = 0.0 ] || go build -o "$tmp/goccl-delayq" ./cmd/goccl-delayq
 
 # The bridge, then a host namespace a host, each on one veth pair:
 # hN:eth0 <-> hub:pN, both ends shaped (eth0's egress is the host's upload,
@@ -119,7 +148,58 @@ for h in $(seq 0 $((H - 1))); do
 done
 master=$subnet.1
 
-echo "# hosts-bench: $H hosts x $L ranks, each host's link $RATE each way (htb), no delay between hosts;" \
+# The delay between hosts: every packet a host sends on its link is queued
+# (NFQUEUE) to a goccl-delayq in the host's namespace, which holds it and
+# then lets it on to htb. Each direction between two hosts passes one
+# holder, the sender's, so the one-way delay is the holder's. Only eth0's
+# egress: ranks of one host talk over shared memory or lo, which stay
+# undelayed, and the bridge namespace needs no br_netfilter. The holder's
+# own pass (the kernel waking it, the verdict) is measured with a TCP
+# ping-pong between host 0 and host 1 and taken off the delay it is asked
+# for. --queue-bypass lets packets through while no holder is bound.
+delay_note="no delay between hosts"
+stop_holders() { # each prints what it did to its log as it exits
+	for p in "${holders[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+	holders=()
+}
+start_holders() { # delay in us
+	local h
+	stop_holders
+	for h in $(seq 0 $((H - 1))); do
+		ip netns exec "$id-h$h" "$tmp/goccl-delayq" -queue 0 -delay "$1us" 2>"$tmp/delayq-h$h.log" &
+		holders+=($!)
+	done
+	sleep 0.3 # bound before the next packet, or it passes undelayed (bypass)
+	for h in $(seq 0 $((H - 1))); do
+		kill -0 "${holders[$h]}" 2>/dev/null || { echo "hosts-bench: goccl-delayq in host $h failed:" >&2; cat "$tmp/delayq-h$h.log" >&2; exit 1; }
+	done
+}
+rtt() { ip netns exec "$id-h0" "$tmp/goccl-delayq" ping -n 2000 "$subnet.2:29400"; } # median min p90, us
+if [ "$delay_us" != 0.0 ]; then
+	ip netns exec "$id-h1" "$tmp/goccl-delayq" pong "$subnet.2:29400" &
+	pong=$!
+	out=$(rtt); read -r r0 r0min r0p90 <<<"$out"
+	for h in $(seq 0 $((H - 1))); do
+		ip netns exec "$id-h$h" iptables -t mangle -A POSTROUTING $qrule
+		hosts+=("$id-h$h")
+	done
+	start_holders 0
+	out=$(rtt); read -r r1 r1min r1p90 <<<"$out"
+	pass=$(awk -v a="$r0" -v b="$r1" 'BEGIN { p = (b - a) / 2; printf "%.1f", (p > 0 ? p : 0) }')
+	ask=$(awk -v d="$delay_us" -v p="$pass" 'BEGIN { a = d - p; printf "%.1f", (a > 0 ? a : 0) }')
+	start_holders "$ask"
+	out=$(rtt); read -r r2 r2min r2p90 <<<"$out"
+	got=$(awk -v a="$r0" -v b="$r2" 'BEGIN { printf "%.1f", (b - a) / 2 }')
+	kill "$pong"; wait "$pong" 2>/dev/null || true; pong=
+	echo "# delay: TCP ping-pong host 0 <-> host 1, round trip median (min, p90) in us: no holder $r0 ($r0min, $r0p90)," \
+		"holders at 0 $r1 ($r1min, $r1p90), holders at ${ask}us $r2 ($r2min, $r2p90)"
+	echo "# delay: the holder's pass ${pass}us one way, so it is asked ${delay_us}us - ${pass}us = ${ask}us; measured one way ${got}us"
+	delay_note="${delay_us}us one way between hosts (NFQUEUE holder, measured ${got}us)"
+	# Fresh holders for the bench, so that their logs count its packets only.
+	start_holders "$ask"
+fi
+
+echo "# hosts-bench: $H hosts x $L ranks, each host's link $RATE each way (htb), $delay_note;" \
 	"goccl bench -join -transport auto -op $OP${ALGO:+ -algo $ALGO}, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds"
 
 # One round: every rank, rank r on host r/L; rank 0's CSV to $1.
@@ -156,6 +236,11 @@ for k in $(seq 1 "$ROUNDS"); do
 	fi
 	echo "# round $k of $ROUNDS done" >&2
 done
+
+if [ ${#holders[@]} -gt 0 ]; then
+	stop_holders
+	for h in $(seq 0 $((H - 1))); do sed "s/^goccl-delayq:/# delay: host $h's holder:/" "$tmp/delayq-h$h.log"; done
+fi
 
 # Median over the rounds per size, then the table. CSV columns:
 # op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw,busbw,wrong,sent_per_rank
