@@ -28,9 +28,12 @@
 #     -rounds rounds (3)  -w warm-up (5)
 #     -iters timed iterations (20)  -check (validate, #wrong column)
 #     -keep-going (a failed round is reported, the others still count)
+#     -mpi (Open MPI beside goccl, tuned and HAN)
 #
 # Needs root, iproute2 (ip, tc with htb), util-linux's unshare, hostname,
-# go, awk, sort; -delay needs iptables and the kernel's NFQUEUE target.
+# go, awk, sort; -delay needs iptables and the kernel's NFQUEUE target;
+# -mpi Open MPI's mpicc and mpirun. -mpi runs allreduce, allgather and
+# reducescatter only.
 # Sizes are per rank as goccl bench takes them.
 #
 # The delay (-delay): the kernels this runs on have no sch_netem, so each
@@ -46,11 +49,25 @@
 # DELAY_CMD, when set, is run once per host namespace after shaping, with
 # $NS, $DEV and $H set, for a kernel that has netem, e.g.
 #   DELAY_CMD='tc qdisc add dev $DEV parent 1:10 handle 10: netem delay 100us'
-# Open MPI and Gloo beside goccl (issue 37) are not in this script yet.
+#
+# Open MPI (-mpi): scripts/hosts-bench-mpi.c, built with mpicc, times the
+# same collective at the same sizes the same way (loop average, mean over
+# ranks) out of place, under mpirun with each host namespace a node of its
+# own: a hostfile of the hosts' addresses, L slots each, and an rsh agent
+# that enters the host's network namespace and a UTS namespace named for
+# it where Open MPI would ssh. Twice: ompi:tuned (Open MPI's default
+# choice, coll tuned) and ompi:han (coll_han_priority 100, the two-level
+# collectives; 4.1's HAN has no reduce-scatter and leaves it to tuned).
+# btl self,vader,tcp on eth0, mpi_yield_when_idle 1 (the ranks share the
+# machine's cores). The program prints where the ranks ran (host names,
+# ranks on rank 0's node) so the layout can be checked. Within each round
+# the paths run one after another, each round starting one path further
+# on, and the table has a row a path at each size, the algo column naming
+# the path. Gloo beside them (issue 37) is not in this script yet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-H=2 L=2 RATE=2gbit DELAY=0 B=8 E=256M F=2 OP=allreduce ALGO= ROUNDS=3 W=5 ITERS=20 CHECK= KEEP=
+H=2 L=2 RATE=2gbit DELAY=0 B=8 E=256M F=2 OP=allreduce ALGO= ROUNDS=3 W=5 ITERS=20 CHECK= KEEP= MPI= GLOO=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-H) H=$2; shift ;;
@@ -67,6 +84,8 @@ while [ $# -gt 0 ]; do
 	-iters) ITERS=$2; shift ;;
 	-check) CHECK=-check ;;
 	-keep-going) KEEP=1 ;;
+	-mpi) MPI=1 ;;
+	-gloo) GLOO=1 ;;
 	-h | -help | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "hosts-bench: unknown flag $1 (-h for usage)" >&2; exit 2 ;;
 	esac
@@ -84,6 +103,24 @@ us() {
 		m = (u == "ns") ? 1e-3 : (u == "us" || u == "µs") ? 1 : (u == "ms") ? 1e3 : (u == "s") ? 1e6 : (u == "" && v == 0) ? 1 : -1
 		if (m < 0) exit 1; printf "%.1f\n", v * m }'
 }
+# A size as goccl bench takes it (8, 64K, 256M, 1G) in bytes.
+bytes() {
+	awk -v s="$1" 'BEGIN { v = s + 0; u = toupper(s); sub(/^[0-9]+/, "", u)
+		m = (u == "") ? 1 : (u == "K") ? 1024 : (u == "M") ? 1048576 : (u == "G") ? 1073741824 : -1
+		if (m < 0) exit 1; printf "%d\n", v * m }'
+}
+for x in "$B" "$E"; do bytes "$x" >/dev/null || { echo "hosts-bench: size $x: give bytes, or K, M, G" >&2; exit 2; }; done
+if [ -n "$MPI" ]; then
+	for p in mpicc mpirun; do
+		command -v $p >/dev/null || { echo "hosts-bench: -mpi needs $p (Debian: openmpi-bin, libopenmpi-dev)" >&2; exit 1; }
+	done
+fi
+if [ -n "$MPI$GLOO" ]; then
+	case $OP in
+	allreduce | allgather | reducescatter) ;;
+	*) echo "hosts-bench: -mpi and -gloo run allreduce, allgather and reducescatter only, not -op $OP" >&2; exit 2 ;;
+	esac
+fi
 delay_us=$(us "$DELAY") || { echo "hosts-bench: -delay $DELAY: give a duration such as 100us" >&2; exit 2; }
 if [ "$delay_us" != 0.0 ]; then
 	command -v iptables >/dev/null || { echo "hosts-bench: -delay needs iptables (apt-get install iptables)" >&2; exit 1; }
@@ -199,19 +236,30 @@ if [ "$delay_us" != 0.0 ]; then
 	start_holders "$ask"
 fi
 
+paths=goccl
+[ -z "$MPI" ] || paths="$paths ompi-tuned ompi-han"
+[ -z "$GLOO" ] || paths="$paths gloo"
 echo "# hosts-bench: $H hosts x $L ranks, each host's link $RATE each way (htb), $delay_note;" \
-	"goccl bench -join -transport auto -op $OP${ALGO:+ -algo $ALGO}, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds"
+	"$OP, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds; paths: $paths, alternated within each round"
+echo "# goccl: goccl bench -join -transport auto${ALGO:+ -algo $ALGO} (in place)"
+[ -z "$MPI" ] || echo "# ompi-*: Open MPI $(mpirun --version 2>/dev/null | sed -n 's/.*Open MPI) //p' | head -1), a node a host (hostfile, rsh agent into the namespace), pml ob1, btl self,vader,tcp, mpi_yield_when_idle 1, out of place; ompi-han: coll_han_priority 100 (reduce-scatter is tuned's under it: 4.1's HAN has none)"
 
-# One round: every rank, rank r on host r/L; rank 0's CSV to $1.
-round() {
+# One round of goccl: every rank, rank r on host r/L; rank 0's CSV to $1.
+# A rank is a process in its host's network namespace and in a UTS
+# namespace named for the host.
+inhost() { # h command...: run in host h
+	local h=$1
+	shift
+	ip netns exec "$id-h$h" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "goccl-host$h" "$@"
+}
+run_goccl() {
 	local out=$1 port=$2 r h
 	pids=()
 	for r in $(seq 0 $((N - 1))); do
 		h=$((r / L))
-		env -u GOCCL_TRANSPORT -u GOCCL_ALGO \
+		inhost "$h" env -u GOCCL_TRANSPORT -u GOCCL_ALGO \
 			RANK=$r WORLD_SIZE=$N LOCAL_RANK=$((r % L)) LOCAL_WORLD_SIZE=$L \
 			MASTER_ADDR=$master MASTER_PORT=$port GOCCL_IFNAME=eth0 \
-			ip netns exec "$id-h$h" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "goccl-host$h" \
 			"$tmp/goccl" bench -join -transport auto -op "$OP" -algo "$ALGO" -b "$B" -e "$E" -f "$F" -w "$W" -iters "$ITERS" \
 			$CHECK -q -format csv >"$tmp/rank$r.out" 2>"$tmp/rank$r.err" &
 		pids+=($!)
@@ -219,7 +267,7 @@ round() {
 	local fail=0
 	for r in $(seq 0 $((N - 1))); do
 		if ! wait "${pids[$r]}"; then
-			echo "hosts-bench: rank $r failed:" >&2
+			echo "hosts-bench: goccl rank $r failed:" >&2
 			tail -5 "$tmp/rank$r.err" >&2
 			fail=1
 		fi
@@ -229,11 +277,67 @@ round() {
 	return $fail
 }
 
-for k in $(seq 1 "$ROUNDS"); do
-	if ! round "$tmp/round$k.csv" $((29500 + k)); then
-		[ -n "$KEEP" ] || exit 1
-		rm -f "$tmp/round$k.csv"
+# Open MPI: each host namespace is a node of its own. mpirun runs in host
+# 0 (which it finds local by its address), the hostfile names the hosts by
+# their addresses with L slots each, so ranks fill the hosts in order as
+# goccl's do, and the rsh agent enters the named host's namespaces where
+# Open MPI would ssh. Both interfaces are eth0, so that nothing goes over
+# lo between hosts, and the ranks yield when idle (they share 2 cores).
+if [ -n "$MPI" ]; then
+	mpicc -O2 -o "$tmp/hosts-bench-mpi" scripts/hosts-bench-mpi.c
+	for h in $(seq 0 $((H - 1))); do echo "$subnet.$((h + 1)) slots=$L"; done >"$tmp/hostfile"
+	cat >"$tmp/rsh" <<-AGENT
+		#!/bin/sh
+		# Open MPI calls this as it would ssh: options, a host (a hostfile
+		# address, $subnet.(h+1)), then the words of a command for a shell there.
+		while [ \$# -gt 0 ]; do case \$1 in -*) shift ;; *) break ;; esac; done
+		h=\$((\${1##*.} - 1))
+		shift
+		exec ip netns exec "$id-h\$h" unshare --uts -- sh -c 'hostname "\$0" && exec sh -c "\$1"' "goccl-host\$h" "\$*"
+	AGENT
+	chmod +x "$tmp/rsh"
+fi
+run_mpi() { # out label [mpirun flags]
+	local out=$1 label=$2
+	shift 2
+	inhost 0 mpirun --allow-run-as-root -np "$N" --hostfile "$tmp/hostfile" --map-by slot --bind-to none \
+		--mca plm_rsh_agent "$tmp/rsh" --mca plm_rsh_no_tree_spawn 1 \
+		--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+		--mca mpi_yield_when_idle 1 "$@" \
+		"$tmp/hosts-bench-mpi" "$OP" "$(bytes "$B")" "$(bytes "$E")" "$F" "$W" "$ITERS" "$label" "$([ -n "$CHECK" ] && echo 1 || echo 0)" \
+		>"$out" 2>"$tmp/mpi.err" &
+	pids=($!)
+	if ! wait "${pids[0]}"; then
+		pids=()
+		echo "hosts-bench: mpirun ($label) failed:" >&2
+		tail -5 "$tmp/mpi.err" >&2
+		return 1
 	fi
+	pids=()
+}
+
+# One path of round k into $tmp/PATH.round$k.csv.
+run_path() { # path k
+	local out=$tmp/$1.round$2.csv
+	case $1 in
+	goccl) run_goccl "$out" $((29500 + $2)) ;;
+	ompi-tuned) run_mpi "$out" ompi:tuned ;;
+	ompi-han) run_mpi "$out" ompi:han --mca coll_han_priority 100 ;;
+	esac
+}
+
+# The paths alternate within a round, and each round starts one path on
+# from the last, so that no path always runs first (or last) on a machine
+# whose speed drifts.
+read -ra order <<<"$paths"
+for k in $(seq 1 "$ROUNDS"); do
+	for j in $(seq 0 $((${#order[@]} - 1))); do
+		p=${order[$(((j + k - 1) % ${#order[@]}))]}
+		if ! run_path "$p" "$k"; then
+			[ -n "$KEEP" ] || exit 1
+			rm -f "$tmp/$p.round$k.csv"
+		fi
+	done
 	echo "# round $k of $ROUNDS done" >&2
 done
 
@@ -242,9 +346,19 @@ if [ ${#holders[@]} -gt 0 ]; then
 	for h in $(seq 0 $((H - 1))); do sed "s/^goccl-delayq:/# delay: host $h's holder:/" "$tmp/delayq-h$h.log"; done
 fi
 
-# Median over the rounds per size, then the table. CSV columns:
+# What the other paths said of where their ranks were (first round's).
+for p in $paths; do
+	for f in "$tmp/$p".round*.csv; do
+		[ -e "$f" ] && { grep -h '^#' "$f" || true; break; }
+	done
+done
+
+# Median over the rounds per path and size, then the table: per size, a
+# row a path in the order of -paths. CSV columns, after the path:
 # op,ranks,transport,size,count,type,redop,root,algo,time_us,algbw,busbw,wrong,sent_per_rank
-cat "$tmp"/round*.csv | awk -F, -v op="$OP" -v H="$H" -v N="$N" -v rate="$RATE" '
+for p in $paths; do
+	for f in "$tmp/$p".round*.csv; do [ -e "$f" ] && sed "s/^/$p,/" "$f"; done
+done | awk -F, -v op="$OP" -v H="$H" -v N="$N" -v rate="$RATE" -v paths="$paths" '
 function bits(s,   v, u) { # tc rate to bit/s
 	v = s + 0; u = tolower(s); sub(/^[0-9.]+/, "", u)
 	if (u ~ /^gbit/) return v * 1e9; if (u ~ /^mbit/) return v * 1e6; if (u ~ /^kbit/) return v * 1e3
@@ -252,22 +366,23 @@ function bits(s,   v, u) { # tc rate to bit/s
 	if (u ~ /^gbps/) return v * 8e9; if (u ~ /^mbps/) return v * 8e6; if (u ~ /^kbps/) return v * 8e3
 	return v
 }
-$1 == op { n = ++cnt[$4]; t[$4, n] = $10; row[$4] = $0; algo[$4] = $9; wrong[$4] += $13 }
+$2 == op { k = $1 SUBSEP $5; n = ++cnt[k]; t[k, n] = $11; row[k] = $0; algo[k] = $10; wrong[k] += $14; if (!($5 in seen)) { seen[$5]; sizes[++ns] = $5 + 0 } }
 END {
 	Bps = bits(rate) / 8
 	f = 0; if (op == "allreduce") f = 2 * (H - 1) / H; else if (op == "allgather" || op == "reducescatter") f = (H - 1) / H
-	printf "%12s %12s %8s %6s %6s %12s %8s %8s %7s %-12s %7s %8s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "algo", "of_limit", "rounds"
-	ns = 0; for (s in cnt) sizes[++ns] = s + 0
+	np = split(paths, pl, " ")
+	printf "%12s %12s %8s %6s %6s %12s %8s %8s %7s %-14s %7s %8s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "algo", "of_limit", "rounds"
 	for (i = 2; i <= ns; i++) { x = sizes[i]; for (j = i - 1; j >= 1 && sizes[j] > x; j--) sizes[j + 1] = sizes[j]; sizes[j + 1] = x }
-	for (i = 1; i <= ns; i++) {
-		s = sizes[i]; n = cnt[s]
-		for (k = 1; k <= n; k++) tv[k] = t[s, k] + 0
+	for (i = 1; i <= ns; i++) for (q = 1; q <= np; q++) {
+		s = sizes[i]; k = pl[q] SUBSEP s; n = cnt[k]
+		if (n == 0) continue
+		for (m = 1; m <= n; m++) tv[m] = t[k, m] + 0
 		for (a = 2; a <= n; a++) { x = tv[a]; for (b = a - 1; b >= 1 && tv[b] > x; b--) tv[b + 1] = tv[b]; tv[b + 1] = x }
 		med = (n % 2) ? tv[(n + 1) / 2] : (tv[n / 2] + tv[n / 2 + 1]) / 2
-		split(row[s], c, ",")
+		split(row[k], c, ",")
 		algbw = (med > 0) ? s / (med * 1e3) : 0
-		bus = (c[11] > 0) ? c[12] / c[11] : 1 # the busbw factor goccl bench used
+		bus = (c[12] > 0) ? c[13] / c[12] : 1 # the busbw factor the row came with
 		lim = (f > 0 && med > 0) ? sprintf("%7.3f", (f * s / Bps) / (med * 1e-6)) : "      -"
-		printf "%12d %12d %8s %6s %6s %12.1f %8.3f %8.3f %7d %-12s %s %8d\n", s, c[5], c[6], c[7], c[8], med, algbw, algbw * bus, wrong[s], algo[s], lim, n
+		printf "%12d %12d %8s %6s %6s %12.1f %8.3f %8.3f %7d %-14s %s %8d\n", s, c[6], c[7], c[8], c[9], med, algbw, algbw * bus, wrong[k], algo[k], lim, n
 	}
 }'
