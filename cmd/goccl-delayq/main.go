@@ -87,8 +87,8 @@ func holdMain(args []string) error {
 	}
 	defer unix.Close(h.fd)
 	err = h.run(stop)
-	fmt.Fprintf(os.Stderr, "goccl-delayq: queue %d, delay %v: %d packets, %d verdicts, most held at once %d, released late by %v on average (%v at most, early by %v at most), timed wakes asked %v early, %d errors reported\n",
-		*queue, *delay, h.packets, h.verdicts, h.most, h.lateAvg(), time.Duration(h.lateMax), time.Duration(-h.lateMin), time.Duration(h.early), h.reported)
+	fmt.Fprintf(os.Stderr, "goccl-delayq: queue %d, delay %v: %d packets, %d verdicts, most held at once %d; released late by %v on average, %v median, %v p90, %v at most (early by %v at most); timed wakes asked %v early; %d errors reported\n",
+		*queue, *delay, h.packets, h.verdicts, h.most, h.lateAvg(), h.lateQuantile(0.5), h.lateQuantile(0.9), time.Duration(h.lateMax), time.Duration(-h.lateMin), time.Duration(h.early), h.reported)
 	return err
 }
 
@@ -118,7 +118,12 @@ type holder struct {
 	packets, verdicts, reported int64
 	most                        int
 	lateSum, lateMax, lateMin   int64
+	// lateHist counts releases by lateness in whole microseconds, from
+	// -lateSpan (early) to +lateSpan, the ends taking everything beyond.
+	lateHist [2*lateSpan + 1]int64
 }
+
+const lateSpan = 2000
 
 func newHolder(queue uint16, maxlen uint32, delay time.Duration) (*holder, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
@@ -202,6 +207,7 @@ func (h *holder) release(now int64) error {
 		h.lateSum += late
 		h.lateMax = max(h.lateMax, late)
 		h.lateMin = min(h.lateMin, late)
+		h.lateHist[min(max(late/1000, -lateSpan), lateSpan)+lateSpan]++
 		i++
 	}
 	if i == h.head {
@@ -247,6 +253,25 @@ func (h *holder) flush() error {
 	}
 	h.fifo, h.head = h.fifo[:0], 0
 	return nil
+}
+
+// lateQuantile is the lateness that a fraction q of the releases came
+// by, to the microsecond.
+func (h *holder) lateQuantile(q float64) time.Duration {
+	var n int64
+	for _, c := range h.lateHist {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	want, seen := int64(q*float64(n)), int64(0)
+	for i, c := range h.lateHist {
+		if seen += c; seen > want {
+			return time.Duration(i-lateSpan) * time.Microsecond
+		}
+	}
+	return lateSpan * time.Microsecond
 }
 
 func (h *holder) lateAvg() time.Duration {
