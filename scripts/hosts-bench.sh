@@ -41,12 +41,13 @@
 # host's outgoing packets are queued (iptables NFQUEUE, mangle POSTROUTING
 # on eth0) to cmd/goccl-delayq in the host's namespace, which holds each
 # for the delay and lets it on to htb. The holder's own pass (the kernel
-# waking it, the verdict) costs 20-35 us one way here: the script measures
-# it with a TCP ping-pong between host 0 and host 1, 7 pairs of round trips
-# with holders at 0 and with none, alternated; asks the holders for the
-# delay less the median pair's difference; measures 7 pairs again, and
-# prints every pair and the one-way delay it got (within about 10 us of
-# -delay on this machine, whose round trips drift; -rounds 0 runs this
+# waking it, the verdict) costs about 15-35 us one way here: the script
+# measures it with a TCP ping-pong between host 0 and host 1, 7 pairs of
+# round trips with holders at 0 and with none, alternated; asks the
+# holders for the delay less the median pair's difference; measures 7
+# pairs again, and prints every pair and the one-way delay it got (85-122
+# us for 100 us in five runs on this machine, whose round trips drift:
+# read a run's table with the delay it printed; -rounds 0 runs this
 # alone). The holders run at nice -10, since a link's delay should not
 # wait on the ranks' CPU time. At the end each holder prints its counts
 # and how late its releases came while the bench ran (median, p90, worst).
