@@ -400,6 +400,18 @@ if [ ${#holders[@]} -gt 0 ]; then
 	for h in $(seq 0 $((H - 1))); do sed "s/^goccl-delayq:/# delay: host $h's holder:/" "$tmp/delayq-h$h.log"; done
 fi
 
+# TCP's own view of the links over the whole run: a retransmission or a
+# timeout here is a loss (or a reordering TCP took for one), which costs
+# a path far more than the delay does.
+for h in $(seq 0 $((H - 1))); do
+	ip netns exec "$id-h$h" awk -v h="$h" '
+		$1 == "Tcp:" && !names { for (i = 2; i <= NF; i++) col[$i] = i; names = 1; next }
+		$1 == "Tcp:" { r = $col["RetransSegs"]; o = $col["OutSegs"] }
+		$1 == "TcpExt:" && !xnames { for (i = 2; i <= NF; i++) xcol[$i] = i; xnames = 1; next }
+		$1 == "TcpExt:" { t = $xcol["TCPTimeouts"]; l = $xcol["TCPLossProbes"] }
+		END { printf "# tcp: host %d sent %d segments, retransmitted %d, %d timeouts, %d loss probes\n", h, o, r, t, l }' /proc/net/snmp /proc/net/netstat
+done
+
 # What the other paths said of where their ranks were (first round's).
 for p in $paths; do
 	for f in "$tmp/$p".round*.csv; do
