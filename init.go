@@ -183,11 +183,8 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	spin := o.spin
 	if cpus := cpu.Online(); spin == 0 && env.LocalSize > cpus {
-		// More ranks than CPUs here: a rank that polls as usual takes the
-		// CPU from one that has work, and one that sleeps pays a wake-up
-		// on every message (4 ranks on 2 cores, 8 B over TCP: 94 us a
-		// call). Its waits poll and give the core to any other thread
-		// between polls, as Open MPI's mpi_yield_when_idle (50-60 us).
+		// More ranks than CPUs: waits poll and yield the core between
+		// polls, as Open MPI's mpi_yield_when_idle (DECISIONS.md).
 		spin, o.yield = yieldSpin, true
 		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits poll and yield the core between polls", "local_size", env.LocalSize, "cpus", cpus)
 	}
@@ -360,9 +357,7 @@ func (c *Comm) TransportFor(peer int) string {
 var testHostID func(rank int) string
 
 // spinString says how the transports Init makes poll, for the debug log.
-// yieldSpin is how long a wait polls, yielding, on a host with more ranks
-// than cores before it sleeps (a rank whose peer computes for longer
-// lets it have the core).
+// yieldSpin: how long a wait polls, yielding, where ranks outnumber cores.
 const yieldSpin = 10 * time.Millisecond
 
 func spinString(d time.Duration) string {
