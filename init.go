@@ -17,6 +17,7 @@ import (
 	"github.com/goccl/goccl/internal/cpu"
 	"github.com/goccl/goccl/internal/launch"
 	"github.com/goccl/goccl/internal/rendezvous"
+	"github.com/goccl/goccl/internal/settings"
 	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
@@ -185,7 +186,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if cpus := cpu.Online(); spin == 0 && env.LocalSize > cpus {
 		// More ranks than CPUs: waits poll and yield the core between
 		// polls, as Open MPI's mpi_yield_when_idle (DECISIONS.md).
-		spin, o.yield = yieldSpin, true
+		spin, o.yield = settings.YieldSpin, true
 		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits poll and yield the core between polls", "local_size", env.LocalSize, "cpus", cpus)
 	}
 	o.spin = spin // the communicator's board polls as its transports do
@@ -357,9 +358,6 @@ func (c *Comm) TransportFor(peer int) string {
 var testHostID func(rank int) string
 
 // spinString says how the transports Init makes poll, for the debug log.
-// yieldSpin: how long a wait polls, yielding, where ranks outnumber cores.
-const yieldSpin = 10 * time.Millisecond
-
 func spinString(d time.Duration) string {
 	switch {
 	case d < 0:

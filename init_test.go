@@ -284,6 +284,7 @@ func TestInitSpin(t *testing.T) {
 		{"default", nil, 1, "spin=default yield=false"},
 		{"set", map[string]string{EnvSpin: "40us"}, 1, "spin=40µs yield=false"},
 		{"off", map[string]string{EnvSpin: "0"}, 1, "spin=off yield=false"},
+		{"yield", map[string]string{EnvSpin: "yield"}, 1, "spin=10ms yield=true"},
 		{"oversubscribed", nil, over, "spin=10ms yield=true"},
 		{"oversubscribed but set", map[string]string{EnvSpin: "40us"}, over, "spin=40µs yield=false"},
 	} {
