@@ -119,8 +119,16 @@ for h in $(seq 0 $((H - 1))); do
 done
 master=$subnet.1
 
+# The emulated hosts share this machine's cores, which no rank can tell
+# from its launcher (each host has L ranks): where H x L exceeds them the
+# ranks wait as on an oversubscribed host (GOCCL_SPIN=yield, polls that
+# yield the core), as Open MPI is run with mpi_yield_when_idle. A
+# GOCCL_SPIN in the environment wins.
+spin=${GOCCL_SPIN:-}
+if [ -z "$spin" ] && [ $((H * L)) -gt "$(nproc)" ]; then spin=yield; fi
+
 echo "# hosts-bench: $H hosts x $L ranks, each host's link $RATE each way (htb), no delay between hosts;" \
-	"goccl bench -join -transport auto -op $OP${ALGO:+ -algo $ALGO}, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds"
+	"goccl bench -join -transport auto -op $OP${ALGO:+ -algo $ALGO}, GOCCL_SPIN=${spin:-default}, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds"
 
 # One round: every rank, rank r on host r/L; rank 0's CSV to $1.
 round() {
@@ -130,7 +138,7 @@ round() {
 		h=$((r / L))
 		env -u GOCCL_TRANSPORT -u GOCCL_ALGO \
 			RANK=$r WORLD_SIZE=$N LOCAL_RANK=$((r % L)) LOCAL_WORLD_SIZE=$L \
-			MASTER_ADDR=$master MASTER_PORT=$port GOCCL_IFNAME=eth0 \
+			MASTER_ADDR=$master MASTER_PORT=$port GOCCL_IFNAME=eth0 GOCCL_SPIN=$spin \
 			ip netns exec "$id-h$h" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "goccl-host$h" \
 			"$tmp/goccl" bench -join -transport auto -op "$OP" -algo "$ALGO" -b "$B" -e "$E" -f "$F" -w "$W" -iters "$ITERS" \
 			$CHECK -q -format csv >"$tmp/rank$r.out" 2>"$tmp/rank$r.err" &
