@@ -58,7 +58,7 @@ func newBoard(c *Comm, bd transport.Boarder) (*board, error) {
 		return nil, fmt.Errorf("shared-memory board of group %#x: %w", c.id, err)
 	}
 	b := &board{polls: boardPolls}
-	if c.opts.spin < 0 {
+	if c.opts.spin < 0 || c.opts.yield {
 		b.polls = 1 // GOCCL_SPIN=0, or more ranks than CPUs: no polling
 	}
 	if err := b.Init(tb, n, c.rank, b.polls); err != nil {

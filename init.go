@@ -17,6 +17,7 @@ import (
 	"github.com/goccl/goccl/internal/cpu"
 	"github.com/goccl/goccl/internal/launch"
 	"github.com/goccl/goccl/internal/rendezvous"
+	"github.com/goccl/goccl/internal/settings"
 	"github.com/goccl/goccl/store"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
@@ -183,10 +184,10 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	spin := o.spin
 	if cpus := cpu.Online(); spin == 0 && env.LocalSize > cpus {
-		// More ranks than CPUs here: a rank that polls takes the CPU from
-		// one that has work (Open MPI stops polling too).
-		spin = -1
-		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits do not poll", "local_size", env.LocalSize, "cpus", cpus)
+		// More ranks than CPUs: waits poll and yield the core between
+		// polls, as Open MPI's mpi_yield_when_idle (DECISIONS.md).
+		spin, o.yield = settings.YieldSpin, true
+		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits poll and yield the core between polls", "local_size", env.LocalSize, "cpus", cpus)
 	}
 	o.spin = spin // the communicator's board polls as its transports do
 	if log != nil {
@@ -197,7 +198,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		if len(o.algos) > 0 {
 			algos = fmt.Sprint(o.algos)
 		}
-		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect, "spin", spinString(spin),
+		debugLog(log, slog.LevelInfo, "goccl settings", "transport", cmp.Or(kind, "auto"), "streams", max(streams, 1), "connect", o.connect, "spin", spinString(spin), "yield", o.yield,
 			"tls", tlsCfg != nil, "secret", secret != nil, "algorithms", algos, "backend", backend.Kind(o.backend).Describe(),
 			"timeout", o.timeout, "stall_grace", stallGrace(o.timeout), "mismatch_check", !o.noCheck,
 			"comms_log", o.logCfg != nil && o.logCfg.Enabled)
@@ -228,7 +229,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		cfg := rendezvous.Config{
 			JobID: jobID, JobRank: env.Rank, JobSize: env.Size,
 			Secret: secret, Streams: streams, Ifname: o.ifname, TLS: tlsCfg, Handshake: o.handshake,
-			Lazy: o.connect == "lazy", Spin: spin,
+			Lazy: o.connect == "lazy", Spin: spin, Yield: o.yield,
 			Log: log, WrapConn: testWrapConn, HostID: testHostID, IBConfig: testIBConfig,
 		}
 		rejoin := o.rejoin || o.getenv("GOCCL_REJOIN") == "1"

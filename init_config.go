@@ -28,8 +28,9 @@ const EnvTimeout = "GOCCL_TIMEOUT"
 // EnvSpin sets how long a goroutine waiting on a peer polls before it
 // sleeps, in every transport Init makes (the Spin of tcp.Config,
 // shm.Config, mem.Config and ib.Config): a Go duration ("50us"); 0 turns
-// polling off. Unset: each transport's default, or no polling when the
-// launcher puts more ranks on this host than it has CPUs.
+// polling off; "yield" polls 10 ms giving the core to other threads
+// between polls (tcp.Config.Yield). Unset: each transport's default, or
+// yield when the launcher puts more ranks on this host than it has CPUs.
 const EnvSpin = "GOCCL_SPIN"
 
 // Config is a configuration file in DeepSpeed's shape: a "comms_logger"
@@ -346,7 +347,7 @@ func resolve(o *options) error {
 		o.handshake = time.Duration(g.HandshakeTimeout)
 	}
 	if v := o.getenv(EnvSpin); v != "" {
-		if o.spin, err = settings.Spin(v); err != nil {
+		if o.spin, o.yield, err = settings.Spin(v); err != nil {
 			return fmt.Errorf("goccl: %w: %s=%q: %v", ErrInvalid, EnvSpin, v, err)
 		}
 	}

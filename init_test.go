@@ -270,9 +270,9 @@ func TestInitUnknownTransport(t *testing.T) {
 	}
 }
 
-// TestInitSpin: Init's transports poll as GOCCL_SPIN says, and not at all
-// by default when the launcher puts more ranks on the host than it has
-// CPUs; the debug log says which.
+// TestInitSpin: Init's transports poll as GOCCL_SPIN says, and by
+// default, when the launcher puts more ranks on the host than it has
+// CPUs, poll and yield the core between polls; the debug log says which.
 func TestInitSpin(t *testing.T) {
 	over := cpu.Online() + 1
 	for _, tt := range []struct {
@@ -281,11 +281,12 @@ func TestInitSpin(t *testing.T) {
 		localSize int
 		want      string
 	}{
-		{"default", nil, 1, "spin=default"},
-		{"set", map[string]string{EnvSpin: "40us"}, 1, "spin=40µs"},
-		{"off", map[string]string{EnvSpin: "0"}, 1, "spin=off"},
-		{"oversubscribed", nil, over, "spin=off"},
-		{"oversubscribed but set", map[string]string{EnvSpin: "40us"}, over, "spin=40µs"},
+		{"default", nil, 1, "spin=default yield=false"},
+		{"set", map[string]string{EnvSpin: "40us"}, 1, "spin=40µs yield=false"},
+		{"off", map[string]string{EnvSpin: "0"}, 1, "spin=off yield=false"},
+		{"yield", map[string]string{EnvSpin: "yield"}, 1, "spin=10ms yield=true"},
+		{"oversubscribed", nil, over, "spin=10ms yield=true"},
+		{"oversubscribed but set", map[string]string{EnvSpin: "40us"}, over, "spin=40µs yield=false"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"GOCCL_TRANSPORT": "mem", EnvDebug: "info"}

@@ -17,6 +17,7 @@
 # 5-15% in either direction, so one fixed layout a side compares two
 # placements as much as two codes; over many layouts placement averages
 # out and what is left is the code's. It also prints the medians per seed.
+# CASES="pooled-shm board-shm" runs only the cases named.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: scripts/ab.sh OLD_REV}
@@ -42,6 +43,13 @@ time_us() { # binary transport size iters
     sed -n 's/.*"time_us": \([0-9.]*\).*/\1/p'
 }
 cases=("board-mem mem 8 200000" "board-shm shm 8 200000" "pooled-tcp tcp 8 50000" "pooled-shm shm 16K 20000")
+if [ -n "${CASES:-}" ]; then # CASES="pooled-shm board-shm": only those
+  picked=()
+  for c in "${cases[@]}"; do
+    [[ " $CASES " == *" ${c%% *} "* ]] && picked+=("$c")
+  done
+  cases=("${picked[@]}")
+fi
 for c in "${cases[@]}"; do
   set -- $c
   : > "$dir/$1"

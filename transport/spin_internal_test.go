@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -167,5 +169,49 @@ func TestReqDoneRacesComplete(t *testing.T) {
 		if r.Done() != closedChan {
 			t.Fatal("a complete request's Done is not the shared closed channel")
 		}
+	}
+}
+
+// TestYieldSpinnerLetsGoroutinesRun: a yield spinner's wait, which gives
+// its core to other threads, still lets the goroutine it waits for run
+// on its own processor: with GOMAXPROCS 1 a wait that only yielded the
+// core (sched_yield) would hold the one P to its end.
+func TestYieldSpinnerLetsGoroutinesRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s := NewYieldSpinner(2 * time.Second)
+	if !s.Yields() || NewSpinner(time.Second).Yields() {
+		t.Fatal("Yields does not tell the two policies apart")
+	}
+	var done atomic.Bool
+	polls := 0
+	ready := func() bool { polls++; return done.Load() }
+	go done.Store(true)
+	if !s.Wait(ready) {
+		t.Fatal("the wait ended without seeing the goroutine run")
+	}
+	// Gosched runs it at the first pass; without, only the runtime's
+	// preemption would, 10 ms and thousands of polls later.
+	if polls > 100 {
+		t.Fatalf("the goroutine ran only after %d polls: the wait held the processor", polls)
+	}
+}
+
+// TestYieldSpinnerKeepsPolling: a yield spinner that loses its core (a
+// gap between polls) goes on polling, where a plain spinner stops.
+func TestYieldSpinnerKeepsPolling(t *testing.T) {
+	s := NewYieldSpinner(time.Second)
+	polls := 0
+	ready := func() bool {
+		polls++
+		if polls == 8 {
+			time.Sleep(2 * SpinGap) // as if another thread had the core
+		}
+		return polls == 50
+	}
+	if !s.Wait(ready) {
+		t.Fatalf("the wait stopped after %d polls", polls)
+	}
+	if s.resume.Load() != 0 {
+		t.Fatal("the lost core paused spinning")
 	}
 }

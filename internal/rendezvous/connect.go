@@ -148,7 +148,7 @@ func (r *Rendezvous) connectChoice(ctx context.Context, c Choice, rank, size int
 	if c.Shm != nil {
 		shmEp, err := connectShm(ctx, shmConfig{
 			rank: slices.Index(c.Shm, rank), size: len(c.Shm),
-			job: r.segmentJob(), nonce: nonce, spin: r.Spin,
+			job: r.segmentJob(), nonce: nonce, spin: r.Spin, yield: r.Yield,
 		})
 		if err != nil {
 			// shm numbers the ranks of this host from 0.
@@ -199,7 +199,7 @@ func (r *Rendezvous) ConnectTCP(ctx context.Context, rank, size int) (transport.
 		Rank: rank, Size: size, JobID: r.handshakeJob(),
 		KV:     kv,
 		Secret: r.Secret, Streams: r.Streams, Interface: r.Ifname, TLS: r.TLS,
-		HandshakeTimeout: r.Handshake, WrapConn: r.WrapConn, Lazy: r.Lazy, Spin: r.Spin,
+		HandshakeTimeout: r.Handshake, WrapConn: r.WrapConn, Lazy: r.Lazy, Spin: r.Spin, Yield: r.Yield,
 	})
 }
 

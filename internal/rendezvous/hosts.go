@@ -249,6 +249,7 @@ type shmConfig struct {
 	rank, size int
 	job, nonce string
 	spin       time.Duration // 0: shm's default; negative: none
+	yield      bool          // shm.Config.Yield
 }
 
 // GroupBlocks returns how many ranks of a group sit on each host when the

@@ -38,6 +38,9 @@ type Config struct {
 	// Spin is the transports' Spin (GOCCL_SPIN; 0: their defaults;
 	// negative: no polling).
 	Spin time.Duration
+	// Yield: the transports' waits give the core to other threads between
+	// polls (tcp.Config.Yield, shm.Config.Yield): more ranks than cores.
+	Yield bool
 
 	// Log, when set, hears the choices Connect makes.
 	Log *slog.Logger

@@ -43,19 +43,28 @@ func SecondsJSON(b []byte) (time.Duration, error) {
 	return Seconds(s)
 }
 
+// YieldSpin is how long a wait polls when its polls yield the core
+// (GOCCL_SPIN=yield, and Init's choice where ranks outnumber cores).
+const YieldSpin = 10 * time.Millisecond
+
 // Spin reads GOCCL_SPIN: a duration of at least 0, which turns
-// polling off (a negative Spin to the transports).
-func Spin(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
+// polling off (a negative Spin to the transports), or "yield": polls for
+// YieldSpin that give the core to other threads between them.
+func Spin(s string) (d time.Duration, yield bool, err error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "yield") {
+		return YieldSpin, true, nil
+	}
+	d, err = time.ParseDuration(s)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("want a duration such as 50us, or 0 for no polling: %w", err)
+		return 0, false, fmt.Errorf("want a duration such as 50us, 0 for no polling, or yield: %w", err)
 	case d < 0:
-		return 0, errors.New("want a duration of at least 0 (0: no polling)")
+		return 0, false, errors.New("want a duration of at least 0 (0: no polling), or yield")
 	case d == 0:
-		return -1, nil
+		return -1, false, nil
 	}
-	return d, nil
+	return d, false, nil
 }
 
 // Debug reads GOCCL_DEBUG's value (any case).

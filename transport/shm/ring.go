@@ -274,8 +274,9 @@ func kick(w *atomic.Uint32) {
 }
 
 // spinFor polls until ready returns true or d has passed, yielding the
-// processor between rounds of polls.
-func spinFor(d time.Duration, ready func() bool) bool {
+// processor between rounds of polls: to the process's goroutines, or with
+// yield to any runnable thread (Config.Yield).
+func spinFor(d time.Duration, yield bool, ready func() bool) bool {
 	if d <= 0 {
 		return ready()
 	}
@@ -288,6 +289,9 @@ func spinFor(d time.Duration, ready func() bool) bool {
 			// Let the goroutines this one readied run: a receiver woken by
 			// a delivery waits in this P's run queue, not on another core.
 			runtime.Gosched()
+			if yield { // and the core too (transport.Spinner.Pass)
+				transport.OSYield()
+			}
 			if start.IsZero() {
 				start = time.Now()
 			} else if time.Since(start) > d {

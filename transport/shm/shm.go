@@ -68,6 +68,10 @@ type Config struct {
 	// completion before it parks (DefaultSpin); a negative value never
 	// spins.
 	Spin time.Duration
+	// Yield makes those polls give the core to any runnable thread between
+	// them (sched_yield), as on a host with more ranks than cores
+	// (transport.NewYieldSpinner).
+	Yield bool
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
 	MaxMessage int64
@@ -298,6 +302,9 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 		// for it polls as the drainer does, so that a message that comes
 		// within the spin costs no wake-up and no channel.
 		e.spin = transport.NewSpinner(cfg.Spin)
+		if cfg.Yield {
+			e.spin = transport.NewYieldSpinner(cfg.Spin)
+		}
 		e.m.SetSpin(e.spin)
 	}
 	ok := false
@@ -868,7 +875,7 @@ func (p *peer) awaitPull(m payload, want uint64) (refused bool, err error) {
 	ready := func() bool {
 		return done() || r.readerGone.Load() != 0 || p.dead.Load() || p.lost.Load() || p.e.closing.Load()
 	}
-	if !spinFor(p.e.cfg.Spin, ready) {
+	if !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, ready) {
 		park(r.spaceSeq, r.writerSleep, ready)
 	}
 	st := cmaRevoke(r.cmaState, want) // the pull's state if it ended first
@@ -924,7 +931,7 @@ func (p *peer) writeWaiting(tag transport.Tag, m payload, total int) error {
 func (p *peer) waitSpace() error {
 	r := p.out
 	ready := func() bool { return r.free() > 0 || p.linkErr() != nil }
-	if !spinFor(p.e.cfg.Spin, ready) {
+	if !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, ready) {
 		park(r.spaceSeq, r.writerSleep, ready)
 	}
 	if r.free() > 0 {
@@ -1182,7 +1189,7 @@ func (p *peer) next() error {
 	ready := func() bool {
 		return r.head.Load() != r.pos || p.e.closing.Load() || p.dead.Load() || r.writerGone.Load() != 0
 	}
-	if !spinFor(p.e.cfg.Spin, ready) {
+	if !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, ready) {
 		park(r.dataSeq, r.readerSleep, ready)
 	}
 	if p.e.closing.Load() {

@@ -79,6 +79,15 @@ func TestConformanceSmallRing(t *testing.T) {
 	})
 }
 
+// TestConformanceYield runs the suite with the waits of a host with more
+// ranks than cores: they poll for long and give the core away between
+// polls (Config.Yield).
+func TestConformanceYield(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint {
+		return endpoints(connectAll(t, size, shm.Config{Spin: 10 * time.Millisecond, Yield: true}))
+	})
+}
+
 // TestConnectTimeout: a rank whose peer never comes gives up when its
 // context ends and leaves no segment behind.
 func TestConnectTimeout(t *testing.T) {

@@ -116,6 +116,10 @@ type Config struct {
 	// then costs no thread wake-up; polling also pauses by itself while it does
 	// not pay (reader.go). Connections under TLS or WrapConn never poll.
 	Spin time.Duration
+	// Yield makes the polls of a wait give the core to any runnable thread
+	// between them (sched_yield) and go on when the core was taken, as on
+	// a host with more ranks than cores (transport.NewYieldSpinner).
+	Yield bool
 	// Lazy makes Connect link only the ring neighbours (rank-1 and
 	// rank+1) and every other pair when the first message between them is
 	// sent (lazy.go); the endpoint then keeps listening for its life.

@@ -181,6 +181,9 @@ func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
 	p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	p.rd.init()
 	p.rd.spinner = transport.NewSpinner(cfg.Spin)
+	if cfg.Yield {
+		p.rd.spinner = transport.NewYieldSpinner(cfg.Spin)
+	}
 	if sc, ok := cs[0].(syscall.Conn); ok {
 		p.raw, _ = sc.SyscallConn()
 	}

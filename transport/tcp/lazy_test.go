@@ -15,6 +15,12 @@ import (
 	"github.com/goccl/goccl/transport/transporttest"
 )
 
+// TestConformanceYield: the waits of a host with more ranks than cores,
+// which poll for long and give the core away between polls.
+func TestConformanceYield(t *testing.T) {
+	transporttest.Run(t, meshFunc(tcp.Config{Spin: 10 * time.Millisecond, Yield: true}))
+}
+
 func TestConformanceLazy(t *testing.T) {
 	transporttest.Run(t, meshFunc(tcp.Config{Lazy: true}))
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -576,17 +575,18 @@ func (s *spinReader) spin(b []byte, now time.Time) (n, st int) {
 	rd := &s.p.rd
 	rd.tryPolls = spinBatch
 	end, last, preempted := now.Add(rd.spinner.Max()), now, false
+	yield := rd.spinner.Yields() // then every batch gives the core away, and losing it is no reason to stop
 	st = readEmpty
 	for i := 1; st == readEmpty && !s.p.interrupted(); i++ {
-		if i%(16/spinBatch) == 0 {
+		if i%(16/spinBatch) == 0 || yield {
 			if rd.wctx != nil && rd.wctx.Err() != nil {
 				break
 			}
-			runtime.Gosched()
+			rd.spinner.Pass()
 			last = time.Now() // the time another goroutine ran is not a lost core
 		}
 		t := time.Now()
-		if t.Sub(last) > transport.SpinGap {
+		if t.Sub(last) > transport.SpinGap && !yield {
 			preempted = true
 			break
 		}
