@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command goccl-delayq adds a one-way delay to the packets that netfilter
 // queues to it, for scripts/hosts-bench.sh's emulated hosts (issue 37):
 // the kernel there has no sch_netem, and a queue to user space is the
