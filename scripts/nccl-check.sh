@@ -47,10 +47,11 @@ export CGO_CFLAGS="-I$PWD/device/cuda/compat -I$sdk/usr/include"
 export CGO_LDFLAGS="-L$sdk/usr/lib/x86_64-linux-gnu/stubs"
 go test -tags cuda -c -o "$out/nccl.test" ./backend/nccl
 go test -tags cuda -c -o "$out/goccl.test" .
+go build -tags cuda -o "$out/goccl" ./cmd/goccl # for bench -device cuda and trace analyze (backend/nccl's tools_test.go)
 
 echo "-- backend/nccl's tests over the fakes (2 and 3 ranks as processes)"
 (cd backend/nccl &&
-  LD_LIBRARY_PATH=$out GOCCL_NCCL_LIB=$out/libnccl.so.2 timeout 100 "$out/nccl.test" -test.count 1 -test.timeout 90s "$@")
+  LD_LIBRARY_PATH=$out GOCCL_NCCL_LIB=$out/libnccl.so.2 GOCCL_BIN=$out/goccl timeout 100 "$out/nccl.test" -test.count 1 -test.timeout 90s "$@")
 
 echo "-- the device suites of goccl's own path, again on the NCCL backend (ranks as goroutines)"
 LD_LIBRARY_PATH=$out GOCCL_NCCL_LIB=$out/libnccl.so.2 timeout 100 "$out/goccl.test" -test.count 1 -test.timeout 90s -test.v \

@@ -178,6 +178,8 @@ func rankMain(check string) int {
 		ok = r.lost()
 	case "onebit":
 		ok = r.oneBit()
+	case "trace":
+		ok = r.trace()
 	}
 	if ok {
 		fmt.Println("NCCL-CHECK ok")
