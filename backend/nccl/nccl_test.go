@@ -180,6 +180,8 @@ func rankMain(check string) int {
 		ok = r.oneBit()
 	case "trace":
 		ok = r.trace()
+	case "p2p":
+		ok = r.p2p()
 	}
 	if ok {
 		fmt.Println("NCCL-CHECK ok")
