@@ -98,7 +98,12 @@ func TestSuiteNoAvg(t *testing.T) {
 	job(t, 2, "suite", time.Minute, func(int) []string { return []string{"GOCCL_FAKENCCL_VERSION=20903"} })
 }
 
-func TestGroups(t *testing.T) { job(t, 3, "groups", time.Minute, nil) }
+// TestGroups: under auto, every rank having NCCL, the world's calls and
+// its groups' run on NCCL, and GOCCL_DEBUG=info says so once a rank.
+func TestGroups(t *testing.T) {
+	outs := job(t, 3, "groups", time.Minute, func(int) []string { return []string{"GOCCL_DEBUG=info"} })
+	saysBackend(t, outs, "auto: nccl (NCCL 2.22.3")
+}
 
 // TestOneBit: onebit.CompressedAllReduceOn on device memory runs its
 // exchanges on NCCL, with the host's result.
@@ -113,14 +118,16 @@ func TestMismatch(t *testing.T) { job(t, 2, "mismatch", time.Minute, nil) }
 func TestLostRank(t *testing.T) { job(t, 3, "lost", time.Minute, nil) }
 
 // TestAutoFallback: one rank cannot load the library, so every rank runs
-// goccl's own path, with the same results.
+// goccl's own path, with the same results, and GOCCL_DEBUG=info says why
+// once a rank.
 func TestAutoFallback(t *testing.T) {
-	job(t, 2, "fallback", time.Minute, func(r int) []string {
+	outs := job(t, 2, "fallback", time.Minute, func(r int) []string {
 		if r == 1 {
-			return []string{nccl.EnvLib + "=/nonexistent/libnccl.so.2"}
+			return []string{"GOCCL_DEBUG=info", nccl.EnvLib + "=/nonexistent/libnccl.so.2"}
 		}
-		return nil
+		return []string{"GOCCL_DEBUG=info"}
 	})
+	saysBackend(t, outs, "did not load on rank(s) [1]")
 }
 
 // TestRefused: GOCCL_BACKEND=nccl without the library is ErrInvalid
