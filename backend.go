@@ -11,6 +11,7 @@ import (
 	_ "github.com/goccl/goccl/backend/mpi"  // registers MPI when built with -tags mpi
 	_ "github.com/goccl/goccl/backend/nccl" // registers NCCL when built with -tags cuda
 	"github.com/goccl/goccl/internal/wire"
+	"github.com/goccl/goccl/reduceop"
 )
 
 // WithBackend selects the library calls run on (GOCCL_BACKEND, the file's
@@ -54,10 +55,8 @@ func (c *Comm) delegate(k *call, dev bool, bc backend.Call) *call {
 		k.err = invalid(k.op, c.rank, "backend %s takes host buffers only", c.be.Name())
 		return k
 	}
-	taken := new(backend.Call)
-	*taken = bc
-	if c.be.Takes(taken) {
-		k.bc, k.algo = taken, c.be.Name()
+	if k.bc = c.be.Take(bc); k.bc != nil {
+		k.algo = c.be.Name()
 	}
 	return k
 }
@@ -92,11 +91,16 @@ func (c *Comm) runBackend(ctx context.Context, k *call) error {
 
 // BackendFor names the library a collective of bytes per rank on host
 // memory runs on, "goccl" or the backend's ("mpi"), as goccl bench shows.
-func (c *Comm) BackendFor(coll algo.Collective, bytes int) string {
-	if !c.takes(backend.Host) {
-		return string(backend.Goccl)
-	}
-	return c.be.Name()
+func (c *Comm) BackendFor(coll algo.Collective, bytes int) string { return c.BackendOn(coll, nil, 0) }
+
+// BackendOn names the library a collective on buf, reduced by op where it
+// reduces, runs on: "goccl", or the backend's where it takes the call
+// ("nccl" for a DeviceBuffer under NCCL, not for BXor). buf is the
+// receive buffer of a collective of two; nil: host memory (BackendFor).
+func (c *Comm) BackendOn(coll algo.Collective, buf any, op reduceop.Op) string {
+	var v view
+	_ = v.of(buf) // not a buffer: no buffer, as nil
+	return c.be.For(backend.Call{Coll: backend.ParseColl(coll.String()), Send: v.b, Recv: v.b, SendDev: v.dev, RecvDev: v.dev, DType: v.dt, Op: op})
 }
 
 // takes reports whether c has a backend that takes memory m.

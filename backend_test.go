@@ -7,6 +7,7 @@ import (
 
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/backend"
+	"github.com/goccl/goccl/reduceop"
 )
 
 // TestBackendResolve: GOCCL_BACKEND resolves as every setting does:
@@ -84,5 +85,10 @@ func TestBackendForGoccl(t *testing.T) {
 	}
 	if got := cs[0].AlgorithmFor(algo.AllReduce, 1<<20); got == "mpi" || got == "" {
 		t.Errorf("AlgorithmFor = %q", got)
+	}
+	for _, buf := range []any{nil, []float32{1, 2}, "not a buffer"} {
+		if got := cs[0].BackendOn(algo.AllGather, buf, reduceop.Sum); got != "goccl" {
+			t.Errorf("BackendOn(%T) = %q, want goccl", buf, got)
+		}
 	}
 }

@@ -153,11 +153,11 @@ func span(lo, n int) []int {
 }
 
 // runRanks runs f on n in-process ranks with algorithm a forced.
-func runRanks(t *testing.T, n int, a algo.Algorithm, f func(ctx context.Context, c *goccl.Comm) error) {
+func runRanks(t *testing.T, n int, a algo.Algorithm, f func(ctx context.Context, c *goccl.Comm) error, more ...goccl.Option) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts := []goccl.Option{goccl.WithTimeout(20 * time.Second)}
+	opts := append([]goccl.Option{goccl.WithTimeout(20 * time.Second)}, more...)
 	if a != "" {
 		opts = append(opts, goccl.WithAlgorithm(a))
 	}

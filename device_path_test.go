@@ -2,6 +2,7 @@ package goccl_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algo"
+	"github.com/goccl/goccl/device"
 	"github.com/goccl/goccl/device/hostsim"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -82,90 +84,79 @@ func typed(dt reduceop.DType, b []byte) any {
 }
 
 // deviceAllReduce runs AllReduce on n ranks twice, on host slices and on
-// hostsim device buffers holding the same bytes, and fails unless every
-// rank ends with the same bytes both ways.
-func deviceAllReduce(t *testing.T, n int, a algo.Algorithm, dt reduceop.DType, op reduceop.Op, count int, dev func(rank int) *hostsim.Device) {
+// device buffers of kind k holding the same bytes, and fails unless every
+// rank ends with the same bytes both ways, and the device call ran where
+// Comm.BackendOn says it does (k.backend). shared: every rank on one
+// device.
+func deviceAllReduce(t *testing.T, k *deviceKind, n int, a algo.Algorithm, dt reduceop.DType, op reduceop.Op, count int, shared bool) {
 	t.Helper()
 	host := make([][]byte, n)
 	devOut := make([][]byte, n)
 	for r := range n {
-		host[r] = randomBytes(dt, count, 7, r)
+		host[r] = k.inputBytes(dt, count, 7, r)
 	}
+	var said string
+	since := k.ranSoFar()
 	runRanks(t, n, a, func(ctx context.Context, c *goccl.Comm) error {
 		mine := bytes.Clone(host[c.Rank()])
 		if err := c.AllReduce(ctx, typed(dt, mine), op); err != nil {
 			return fmt.Errorf("host: %w", err)
 		}
-		d := dev(c.Rank())
-		b, err := d.Alloc(dt, count)
+		b, err := k.alloc(k.dev(t, c.Rank(), shared), dt, count, host[c.Rank()])
 		if err != nil {
 			return err
 		}
 		defer b.Free()
-		db := b.(*hostsim.Buffer)
-		copy(db.Bytes(), host[c.Rank()])
-		if err := c.AllReduce(ctx, db, op); err != nil {
+		if be := c.BackendOn(algo.AllReduce, b, op); c.Rank() == 0 {
+			said = be
+		}
+		if err := c.AllReduce(ctx, b, op); err != nil {
 			return fmt.Errorf("device: %w", err)
 		}
-		devOut[c.Rank()] = bytes.Clone(db.Bytes())
+		if devOut[c.Rank()], err = k.read(b); err != nil {
+			return err
+		}
 		host[c.Rank()] = mine
 		return nil
-	})
+	}, k.opts...)
 	for r := range n {
 		if !bytes.Equal(devOut[r], host[r]) {
 			t.Fatalf("rank %d: device result differs from host result", r)
 		}
 	}
+	k.checkRan(t, said, k.backend(true, dt, op), since, n)
 }
 
 func TestDeviceAllReduceMatchesHost(t *testing.T) {
-	shared := hostsim.New() // ranks may share one device, as NCCL does not allow
-	defer shared.Close()
-	own := map[int]*hostsim.Device{}
-	var mu sync.Mutex
-	perRank := func(r int) *hostsim.Device {
-		mu.Lock()
-		defer mu.Unlock()
-		if own[r] == nil {
-			own[r] = hostsim.New()
-		}
-		return own[r]
-	}
-	defer func() {
-		for _, d := range own {
-			d.Close()
-		}
-	}()
-	big := 1<<20/4*3 + 5 // three chunks and a bit of float32, a count no world size divides
-	for _, a := range algorithmsFor(algo.AllReduce) {
-		for _, n := range []int{1, 2, 3, 4, 5} {
-			for _, count := range []int{0, 1, 7, 1031, big} {
-				if count == big && n > 3 && testing.Short() {
-					continue
-				}
-				cases := []caseSpec{{reduceop.Float32, reduceop.Sum}}
-				if count == 1031 {
-					cases = append(cases, caseSpec{reduceop.Float64, reduceop.Avg}, caseSpec{reduceop.Int32, reduceop.Max},
-						caseSpec{reduceop.BFloat16, reduceop.Sum}, caseSpec{reduceop.Uint8, reduceop.BXor})
-				}
-				for _, cs := range cases {
-					for _, sharing := range []bool{false, true} {
-						if sharing && (count != 1031 || cs.op != reduceop.Sum) {
-							continue
-						}
-						name := fmt.Sprintf("%s/n=%d/count=%d/%v/%v/shared=%v", a, n, count, cs.dt, cs.op, sharing)
-						t.Run(name, func(t *testing.T) {
-							dev := perRank
-							if sharing {
-								dev = func(int) *hostsim.Device { return shared }
+	forDeviceKinds(t, func(t *testing.T, k *deviceKind) {
+		defer k.done()
+		big := 1<<20/4*3 + 5 // three chunks and a bit of float32, a count no world size divides
+		for _, a := range k.algos(algo.AllReduce) {
+			for _, n := range []int{1, 2, 3, 4, 5} {
+				for _, count := range []int{0, 1, 7, 1031, big} {
+					if count == big && n > 3 && testing.Short() {
+						continue
+					}
+					cases := []caseSpec{{reduceop.Float32, reduceop.Sum}}
+					if count == 1031 {
+						cases = append(cases, caseSpec{reduceop.Float64, reduceop.Avg}, caseSpec{reduceop.Int32, reduceop.Max},
+							caseSpec{reduceop.BFloat16, reduceop.Sum}, caseSpec{reduceop.Uint8, reduceop.BXor})
+					}
+					for _, cs := range cases {
+						for _, sharing := range []bool{false, true} {
+							if sharing && (count != 1031 || cs.op != reduceop.Sum) {
+								continue
 							}
-							deviceAllReduce(t, n, a, cs.dt, cs.op, count, dev)
-						})
+							name := fmt.Sprintf("%s/n=%d/count=%d/%v/%v/shared=%v", cmp.Or(a, "backend"), n, count, cs.dt, cs.op, sharing)
+							t.Run(name, func(t *testing.T) {
+								deviceAllReduce(t, k, n, a, cs.dt, cs.op, count, sharing) // ranks may share one device, as NCCL does not allow
+							})
+						}
 					}
 				}
 			}
 		}
-	}
+	})
 }
 
 // A rank with a host buffer and one with a device buffer cut their
@@ -305,43 +296,47 @@ var deviceCollectives = map[string]deviceCollective{
 }
 
 // Every collective on the device data path gives the host result, byte for
-// byte, with every algorithm that implements it.
+// byte, with every algorithm that implements it (or, on a backend, with
+// the backend's).
 func TestDeviceCollectivesMatchHost(t *testing.T) {
-	for name, dc := range deviceCollectives {
-		for _, a := range algorithmsFor(dc.coll) {
-			for _, n := range []int{1, 2, 3, 4} {
-				for _, count := range []int{0, 1, 13, 1<<18 + 3} {
-					cases := []caseSpec{{reduceop.Float32, reduceop.Sum}}
-					if count == 13 && dc.reducing {
-						cases = append(cases, caseSpec{reduceop.Float64, reduceop.Avg}, caseSpec{reduceop.Int8, reduceop.Min})
-					}
-					if count == 13 && !dc.reducing {
-						// Dtypes without device kernels move all the same.
-						cases = append(cases, caseSpec{reduceop.Complex128, 0}, caseSpec{reduceop.Bool, 0}, caseSpec{reduceop.Uint16, 0})
-					}
-					for _, cs := range cases {
-						t.Run(fmt.Sprintf("%s/%s/n=%d/count=%d/%v/%v", name, a, n, count, cs.dt, cs.op), func(t *testing.T) {
-							deviceCollectiveMatchesHost(t, dc, a, n, count, cs)
-						})
+	forDeviceKinds(t, func(t *testing.T, k *deviceKind) {
+		defer k.done()
+		for name, dc := range deviceCollectives {
+			for _, a := range k.algos(dc.coll) {
+				for _, n := range []int{1, 2, 3, 4} {
+					for _, count := range []int{0, 1, 13, 1<<18 + 3} {
+						cases := []caseSpec{{reduceop.Float32, reduceop.Sum}}
+						if count == 13 && dc.reducing {
+							cases = append(cases, caseSpec{reduceop.Float64, reduceop.Avg}, caseSpec{reduceop.Int8, reduceop.Min})
+						}
+						if count == 13 && !dc.reducing {
+							// Dtypes without device kernels move all the same.
+							cases = append(cases, caseSpec{reduceop.Complex128, 0}, caseSpec{reduceop.Bool, 0}, caseSpec{reduceop.Uint16, 0})
+						}
+						for _, cs := range cases {
+							t.Run(fmt.Sprintf("%s/%s/n=%d/count=%d/%v/%v", name, cmp.Or(a, "backend"), n, count, cs.dt, cs.op), func(t *testing.T) {
+								deviceCollectiveMatchesHost(t, k, dc, a, n, count, cs)
+							})
+						}
 					}
 				}
 			}
 		}
-	}
+	})
 }
 
-func deviceCollectiveMatchesHost(t *testing.T, dc deviceCollective, a algo.Algorithm, n, count int, cs caseSpec) {
+func deviceCollectiveMatchesHost(t *testing.T, k *deviceKind, dc deviceCollective, a algo.Algorithm, n, count int, cs caseSpec) {
 	sl := dc.sendLen(n, count)
 	rl := 0
 	if dc.recvLen != nil {
 		rl = dc.recvLen(n, count)
 	}
 	hostOut, devOut := make([][]byte, n), make([][]byte, n)
-	d := hostsim.New()
-	defer d.Close()
+	var said string
+	since := k.ranSoFar()
 	runRanks(t, n, a, func(ctx context.Context, c *goccl.Comm) error {
 		r := c.Rank()
-		in := randomBytes(cs.dt, sl, 11, r)
+		in := k.inputBytes(cs.dt, sl, 11, r)
 		hs, hr := bytes.Clone(in), make([]byte, rl*cs.dt.Size())
 		var send, recv any = typed(cs.dt, hs), typed(cs.dt, hr)
 		if dc.recvLen == nil {
@@ -350,36 +345,38 @@ func deviceCollectiveMatchesHost(t *testing.T, dc deviceCollective, a algo.Algor
 		if err := dc.run(ctx, c, send, recv, cs.op); err != nil {
 			return fmt.Errorf("host: %w", err)
 		}
-		ds, err := d.Alloc(cs.dt, sl)
+		d := k.dev(t, r, true)
+		ds, err := k.alloc(d, cs.dt, sl, in)
 		if err != nil {
 			return err
 		}
 		defer ds.Free()
-		copy(ds.(*hostsim.Buffer).Bytes(), in)
-		var dsend, drecv any = ds, ds
-		if dc.recvLen != nil {
-			dr, err := d.Alloc(cs.dt, rl)
-			if err != nil {
+		var dsend, drecv device.Buffer = ds, ds
+		if dc.recvLen != nil { // as the host's, zeros: a rank whose recv the call leaves alone (gather's) has them
+			if drecv, err = k.alloc(d, cs.dt, rl, hr); err != nil {
 				return err
 			}
-			defer dr.Free()
-			drecv = dr
+			defer drecv.Free()
+		}
+		if be := c.BackendOn(dc.coll, drecv, cs.op); r == 0 {
+			said = be
 		}
 		if err := dc.run(ctx, c, dsend, drecv, cs.op); err != nil {
 			return fmt.Errorf("device: %w", err)
 		}
+		hostOut[r] = hr
 		if dc.recvLen == nil {
-			hostOut[r], devOut[r] = hs, bytes.Clone(ds.(*hostsim.Buffer).Bytes())
-		} else {
-			hostOut[r], devOut[r] = hr, bytes.Clone(drecv.(*hostsim.Buffer).Bytes())
+			hostOut[r] = hs
 		}
-		return nil
-	})
+		devOut[r], err = k.read(drecv)
+		return err
+	}, k.opts...)
 	for r := range n {
 		if !bytes.Equal(hostOut[r], devOut[r]) {
 			t.Fatalf("rank %d: device result differs from host result", r)
 		}
 	}
+	k.checkRan(t, said, k.backend(dc.reducing, cs.dt, cs.op), since, n)
 }
 
 // BenchmarkDeviceAllReduceHostsim is the device data path's own cost:

@@ -23,6 +23,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/goccl/goccl/device"
@@ -99,6 +100,13 @@ func (c Coll) String() string {
 	}
 	return fmt.Sprintf("Coll(%d)", uint8(c))
 }
+
+// ParseColl is the Coll that String names s ("allreduce"; algo.Collective
+// names its collectives alike), 0 for none.
+func ParseColl(s string) Coll { return Coll(slices.Index(collNames[1:], s) + 1) }
+
+// inPlace reports whether c runs on one buffer, Send and Recv the same.
+func (c Coll) inPlace() bool { return c == AllReduce || c == Broadcast || c == Reduce }
 
 // Call is one call's data movement, as the root hands it over. Buffers
 // are this rank's: Send what it contributes, Recv where the result goes

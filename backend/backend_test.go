@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/goccl/goccl/device"
+	"github.com/goccl/goccl/reduceop"
 )
 
 func TestParse(t *testing.T) {
@@ -55,5 +58,81 @@ func TestBlame(t *testing.T) {
 		if peer != tc.want || !strings.Contains(why, tc.says) {
 			t.Errorf("%s: %d %q, want %d saying %q", tc.name, peer, why, tc.want, tc.says)
 		}
+	}
+}
+
+// TestParseColl: every Coll's name reads back, and algo.Collective's
+// names (the same words) with it; anything else is 0.
+func TestParseColl(t *testing.T) {
+	for c := AllReduce; c <= Barrier; c++ {
+		if got := ParseColl(c.String()); got != c {
+			t.Errorf("ParseColl(%q) = %v", c.String(), got)
+		}
+	}
+	for _, s := range []string{"", "all_reduce", "Coll(0)"} {
+		if got := ParseColl(s); got != 0 {
+			t.Errorf("ParseColl(%q) = %v, want 0", s, got)
+		}
+	}
+}
+
+// probeComm is a backend that takes calls of one memory and dtype, and
+// records the probe For asked it about.
+type probeComm struct {
+	Comm
+	mem  Memory
+	dt   reduceop.DType
+	seen *Call
+}
+
+func (p *probeComm) Name() string   { return "probe" }
+func (p *probeComm) Memory() Memory { return p.mem }
+func (p *probeComm) Takes(c *Call) bool {
+	p.seen = c
+	return c.DType == p.dt && c.Op != reduceop.BXor
+}
+
+type probeBuf struct{ device.Buffer }
+
+// TestFor: which library a call runs on, as BackendFor and BackendOn ask.
+func TestFor(t *testing.T) {
+	dev := probeBuf{}
+	host := []byte{1, 2, 3, 4}
+	var none *Group
+	if got := none.For(Call{Coll: AllReduce, Send: host, Recv: host}); got != "goccl" {
+		t.Errorf("no backend: %q", got)
+	}
+	devOnly := &Group{be: &probeComm{mem: Device, dt: reduceop.Float32}}
+	hostOnly := &Group{be: &probeComm{mem: Host, dt: reduceop.Float32}}
+	for _, tc := range []struct {
+		name string
+		g    *Group
+		c    Call
+		want string
+	}{
+		{"device call taken", devOnly, Call{Coll: AllReduce, SendDev: dev, RecvDev: dev, DType: reduceop.Float32}, "probe"},
+		{"device call of an op it lacks", devOnly, Call{Coll: AllReduce, SendDev: dev, RecvDev: dev, DType: reduceop.Float32, Op: reduceop.BXor}, "goccl"},
+		{"device call of a dtype it lacks", devOnly, Call{Coll: AllGather, RecvDev: dev, DType: reduceop.Int16}, "goccl"},
+		{"host call, device backend", devOnly, Call{Coll: AllReduce, Send: host, Recv: host, DType: reduceop.Float32}, "goccl"},
+		{"no buffer, device backend", devOnly, Call{Coll: AllReduce}, "goccl"},
+		{"no buffer, host backend", hostOnly, Call{Coll: Barrier}, "probe"},
+		{"host call taken", hostOnly, Call{Coll: AllReduce, Send: host, Recv: host, DType: reduceop.Float32}, "probe"},
+		{"host call it leaves", hostOnly, Call{Coll: AllReduce, Send: host, Recv: host, DType: reduceop.Float16}, "goccl"},
+		{"device call, host backend (refused)", hostOnly, Call{Coll: AllReduce, SendDev: dev, RecvDev: dev, DType: reduceop.Float32}, "probe"},
+	} {
+		if got := tc.g.For(tc.c); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// A collective of two buffers is asked about with its send buffer
+	// apart from the receive one (an all-to-all in place is another call).
+	p := devOnly.be.(*probeComm)
+	devOnly.For(Call{Coll: AllToAll, SendDev: dev, RecvDev: dev, DType: reduceop.Float32})
+	if p.seen.SendDev != nil || p.seen.RecvDev == nil {
+		t.Errorf("all-to-all probe: send %v, recv %v; want the receive buffer alone", p.seen.SendDev, p.seen.RecvDev)
+	}
+	devOnly.For(Call{Coll: Broadcast, SendDev: dev, RecvDev: dev, DType: reduceop.Float32})
+	if p.seen.SendDev == nil {
+		t.Errorf("broadcast probe lost its buffer")
 	}
 }

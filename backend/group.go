@@ -137,6 +137,42 @@ func (g *Group) Takes(c *Call) bool { return g.be.Takes(c) }
 // Memory says which buffers the backend takes.
 func (g *Group) Memory() Memory { return g.be.Memory() }
 
+// Take returns a copy of c on the heap, for the call to carry, where the
+// backend runs it; nil where goccl's own path does. Only then is c
+// copied: a call goccl runs allocates nothing here.
+func (g *Group) Take(c Call) *Call {
+	if !g.be.Takes(&c) {
+		return nil
+	}
+	return &c
+}
+
+// For names the library a call like c runs on: the backend's name where
+// it takes c, else "goccl" (nil g: no backend). c is a probe, never
+// issued: a call on host memory (Send, Recv) or on device memory
+// (SendDev, RecvDev). A probe without buffers is asked for host memory
+// in general: the backend's name where it takes host buffers. For the
+// collectives of two buffers the probe's Recv (RecvDev) is the receive
+// buffer and the send buffer is taken to be apart from it. A backend of
+// host memory only names itself for a device buffer: it refuses the
+// call (ErrInvalid), goccl does not run it.
+func (g *Group) For(c Call) string {
+	dev := c.SendDev != nil || c.RecvDev != nil
+	switch {
+	case g == nil, !dev && g.Memory()&Host == 0:
+		return string(Goccl)
+	case dev && g.Memory()&Device == 0, !dev && c.Send == nil && c.Recv == nil:
+		return g.Name()
+	}
+	if !c.Coll.inPlace() {
+		c.Send, c.SendDev = nil, nil
+	}
+	if g.be.Takes(&c) {
+		return g.Name()
+	}
+	return string(Goccl)
+}
+
 // Next returns the Order of a call being ordered now; the root calls it
 // under the lock that orders its calls.
 func (g *Group) Next() uint64 { return g.issued.Add(1) }

@@ -6,8 +6,12 @@
 # built here, over the CUDA headers scripts/cuda-sdk.sh fetches. The
 # library is loaded at run time as on a GPU machine: GOCCL_NCCL_LIB names
 # the fake. goccl's own NCCL header is first compiled against NCCL's real
-# nccl.h (scripts/nccl-header.sh). Nothing here says anything about NCCL's
-# own speed or correctness, only that goccl drives its API as documented.
+# nccl.h (scripts/nccl-header.sh). The device suites of goccl's own path
+# (the root package's TestDeviceAllReduceMatchesHost and
+# TestDeviceCollectivesMatchHost) then run again on the NCCL backend, as
+# their subtests "nccl" (device_nccl_test.go). Nothing here says anything
+# about NCCL's own speed or correctness, only that goccl drives its API as
+# documented.
 #
 #   scripts/nccl-check.sh            the tests (go test flags may follow: -run, -v)
 set -euo pipefail
@@ -39,10 +43,22 @@ else
   echo "SKIPPED: no nccl.h (nccl-header.sh, above): the header was NOT checked against NCCL's"
 fi
 
+export CGO_CFLAGS="-I$PWD/device/cuda/compat -I$sdk/usr/include"
+export CGO_LDFLAGS="-L$sdk/usr/lib/x86_64-linux-gnu/stubs"
+go test -tags cuda -c -o "$out/nccl.test" ./backend/nccl
+go test -tags cuda -c -o "$out/goccl.test" .
+go build -tags cuda -o "$out/goccl" ./cmd/goccl # for bench -device cuda and trace analyze (backend/nccl's tools_test.go)
+
 echo "-- backend/nccl's tests over the fakes (2 and 3 ranks as processes)"
-CGO_CFLAGS="-I$PWD/device/cuda/compat -I$sdk/usr/include" \
-CGO_LDFLAGS="-L$sdk/usr/lib/x86_64-linux-gnu/stubs" \
-  go test -tags cuda -c -o "$out/nccl.test" ./backend/nccl
-cd backend/nccl
-LD_LIBRARY_PATH=$out GOCCL_NCCL_LIB=$out/libnccl.so.2 timeout 100 "$out/nccl.test" -test.count 1 -test.timeout 90s "$@"
+(cd backend/nccl &&
+  LD_LIBRARY_PATH=$out GOCCL_NCCL_LIB=$out/libnccl.so.2 GOCCL_BIN=$out/goccl timeout 100 "$out/nccl.test" -test.count 1 -test.timeout 90s "$@")
+
+echo "-- the device suites of goccl's own path, again on the NCCL backend (ranks as goroutines)"
+LD_LIBRARY_PATH=$out GOCCL_NCCL_LIB=$out/libnccl.so.2 timeout 100 "$out/goccl.test" -test.count 1 -test.timeout 90s -test.v \
+  -test.run '^TestDevice(AllReduceMatchesHost|CollectivesMatchHost)$/^nccl$' >"$out/suites.log" 2>&1 ||
+  { grep -v -e '^=== RUN' -e '--- PASS' "$out/suites.log" | tail -40; echo "nccl-check: FAILED: the device suites on NCCL" >&2; exit 1; }
+for t in TestDeviceAllReduceMatchesHost TestDeviceCollectivesMatchHost; do # a filter that matched nothing would pass
+  grep -q -- "--- PASS: $t/nccl " "$out/suites.log" || { echo "nccl-check: FAILED: $t's nccl cases did not run" >&2; exit 1; }
+done
+echo "$(grep -c -- '--- PASS: .*/nccl/' "$out/suites.log") cases passed on NCCL"
 echo "nccl-check: ok"

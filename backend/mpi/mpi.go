@@ -291,6 +291,9 @@ func (l *lib) probeOps() {
 // process runs on, for logs and tests.
 func Library() string { return start().library }
 
+// String is the library, for the log of which backend Init opened.
+func (c *comm) String() string { return c.l.library }
+
 // WrongReductions lists the dtype and op pairs ("uint8 max") that this
 // MPI reduced wrong when it was initialized, and that therefore run on
 // goccl's own path; none with a correct library.

@@ -37,8 +37,23 @@
 //     rounding). BAnd, BOr, BXor and the dtypes NCCL has no name for
 //     (uint16, int16, bool, complex64, complex128) run on goccl's own
 //     path, as do AllGather and ReduceScatter of unequal blocks.
-//   - Send and Recv stay on goccl's own path: NCCL has no tags, and
-//     goccl's point-to-point calls match by tag when they are posted.
+//   - Send and Recv stay on goccl's own path. NCCL pairs the sends and
+//     receives between two ranks in the order they are issued, whatever
+//     the tag, and runs each after the communicator's earlier calls on
+//     its stream; goccl posts a Send or Recv when it is made and matches
+//     it by tag. On NCCL a receive taken out of order by tag would get
+//     another tag's message, and two ranks that each send before they
+//     receive, or that interleave a send with a collective differently,
+//     could wait on each other for ever (ungrouped ncclSend blocks until
+//     its receive runs).
+//
+// Which library runs a call: Comm.BackendOn asks the backend's Takes
+// with a probe of the call's buffer, dtype and op; goccl bench shows it
+// in its algo column, and the comms log and the flight recorder record
+// algo "nccl" for every call NCCL ran. GOCCL_DEBUG=info says once, at
+// Init, that NCCL opened (its version and path), or, under auto, which
+// ranks could not load it. Ranks of one process (NewLocal) share its one
+// load of the library, so auto asks no other rank there.
 //
 // Streams: a call runs on the communicator's own stream, or, made on a
 // framework's stream (goccl's StreamComm), on that one: it is enqueued

@@ -92,6 +92,10 @@ func (c *comm) putEvent(e device.Event) {
 
 func (c *comm) Name() string { return string(backend.NCCL) }
 
+// String is the library and its version, for the log of which backend
+// Init opened.
+func (c *comm) String() string { return c.lib.String() }
+
 func (c *comm) Memory() backend.Memory { return backend.Device }
 
 func (c *comm) Link(l backend.Links) {

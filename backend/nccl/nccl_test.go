@@ -98,7 +98,12 @@ func TestSuiteNoAvg(t *testing.T) {
 	job(t, 2, "suite", time.Minute, func(int) []string { return []string{"GOCCL_FAKENCCL_VERSION=20903"} })
 }
 
-func TestGroups(t *testing.T) { job(t, 3, "groups", time.Minute, nil) }
+// TestGroups: under auto, every rank having NCCL, the world's calls and
+// its groups' run on NCCL, and GOCCL_DEBUG=info says so once a rank.
+func TestGroups(t *testing.T) {
+	outs := job(t, 3, "groups", time.Minute, func(int) []string { return []string{"GOCCL_DEBUG=info"} })
+	saysBackend(t, outs, "auto: nccl (NCCL 2.22.3")
+}
 
 // TestOneBit: onebit.CompressedAllReduceOn on device memory runs its
 // exchanges on NCCL, with the host's result.
@@ -113,14 +118,16 @@ func TestMismatch(t *testing.T) { job(t, 2, "mismatch", time.Minute, nil) }
 func TestLostRank(t *testing.T) { job(t, 3, "lost", time.Minute, nil) }
 
 // TestAutoFallback: one rank cannot load the library, so every rank runs
-// goccl's own path, with the same results.
+// goccl's own path, with the same results, and GOCCL_DEBUG=info says why
+// once a rank.
 func TestAutoFallback(t *testing.T) {
-	job(t, 2, "fallback", time.Minute, func(r int) []string {
+	outs := job(t, 2, "fallback", time.Minute, func(r int) []string {
 		if r == 1 {
-			return []string{nccl.EnvLib + "=/nonexistent/libnccl.so.2"}
+			return []string{"GOCCL_DEBUG=info", nccl.EnvLib + "=/nonexistent/libnccl.so.2"}
 		}
-		return nil
+		return []string{"GOCCL_DEBUG=info"}
 	})
+	saysBackend(t, outs, "did not load on rank(s) [1]")
 }
 
 // TestRefused: GOCCL_BACKEND=nccl without the library is ErrInvalid
@@ -141,8 +148,14 @@ func rankMain(check string) int {
 		}
 		return 0
 	}
+	if f, ok := processChecks[check]; ok { // a check of its own process, that makes its own communicators
+		if f() {
+			fmt.Println("NCCL-CHECK ok")
+		}
+		return 0
+	}
 	be := "nccl"
-	if check == "fallback" {
+	if check == "fallback" || check == "groups" { // auto: the ranks agree, then NCCL runs, or goccl's path
 		be = "auto"
 	}
 	c, err := goccl.Init(ctx, goccl.WithBackend(be), goccl.WithTimeout(30*time.Second))
@@ -172,6 +185,10 @@ func rankMain(check string) int {
 		ok = r.lost()
 	case "onebit":
 		ok = r.oneBit()
+	case "trace":
+		ok = r.trace()
+	case "p2p":
+		ok = r.p2p()
 	}
 	if ok {
 		fmt.Println("NCCL-CHECK ok")
@@ -569,6 +586,7 @@ func (r *rank) oneBit() bool {
 // own id): an allreduce on each.
 func (r *rank) groups() bool {
 	c, me := r.c, r.c.Rank()
+	before := nccl.Issued()
 	early, err := c.NewGroup([]int{1, 2})
 	if err != nil {
 		r.failf("NewGroup: %v", err)
@@ -598,6 +616,15 @@ func (r *rank) groups() bool {
 		r.check("group", reduceop.Int64, r.read(b), []float64{20})
 	} else if me != 0 {
 		r.failf("not in the group [1 2]")
+	}
+	// Under auto the world runs on NCCL (the ranks agreed at Init), and
+	// its groups inherit it: every call above ran there.
+	calls := uint64(2)
+	if early != nil {
+		calls = 3
+	}
+	if got := nccl.Issued() - before; got != calls {
+		r.failf("%d calls ran on NCCL, want %d: a group's calls run on its world's backend", got, calls)
 	}
 	return r.bad == 0
 }

@@ -656,8 +656,8 @@ func benchOne(ctx context.Context, c *goccl.Comm, cfg *benchConfig, bd *benchDev
 	if name == "" {
 		name = "auto:" + string(c.AlgorithmFor(benchOps[cfg.op].coll, int(size)))
 	}
-	if b := c.BackendFor(benchOps[cfg.op].coll, int(size)); b != "goccl" && cfg.parts <= 1 {
-		name = b // the backend ran it (GOCCL_BACKEND, with -join under its launcher)
+	if be := b.backend(c); be != "goccl" && cfg.parts <= 1 {
+		name = be // the backend ran it (GOCCL_BACKEND, with -join under its launcher; NCCL for -device cuda)
 	}
 	if cfg.parts > 1 {
 		name += fmt.Sprintf("/%d parts", cfg.parts)

@@ -211,6 +211,17 @@ func (b *benchBufs) inPlace() bool {
 	return false
 }
 
+// backend names the library the collective runs on (Comm.BackendOn): on
+// the buffers it is given, so that a device run under NCCL says "nccl",
+// and a dtype or op the backend leaves to goccl says so.
+func (b *benchBufs) backend(c *goccl.Comm) string {
+	send, recv := b.args()
+	if b.inPlace() || recv == nil {
+		recv = send
+	}
+	return c.BackendOn(benchOps[b.cfg.op].coll, recv, b.cfg.redop)
+}
+
 // wrong counts the elements of this rank's result that differ from the
 // sequential reference. The reference is computed here, after the timed
 // calls, so that -check allocates nothing before them that the garbage
