@@ -136,8 +136,7 @@ type options struct {
 	handshake     time.Duration // GOCCL_HANDSHAKE_TIMEOUT or the file; 0: the defaults
 	externalStore bool
 	// spin is the spin of the transports Init makes (GOCCL_SPIN): 0 their
-	// defaults, negative none; yield, that their polls give the core to
-	// other threads (more ranks than cores).
+	// defaults, negative none; yield: their polls give the core away.
 	spin  time.Duration
 	yield bool
 

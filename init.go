@@ -184,8 +184,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	}
 	spin := o.spin
 	if cpus := cpu.Online(); spin == 0 && env.LocalSize > cpus {
-		// More ranks than CPUs: waits poll and yield the core between
-		// polls, as Open MPI's mpi_yield_when_idle (DECISIONS.md).
+		// More ranks than CPUs: waits poll and yield the core (DECISIONS.md).
 		spin, o.yield = settings.YieldSpin, true
 		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits poll and yield the core between polls", "local_size", env.LocalSize, "cpus", cpus)
 	}
