@@ -129,7 +129,7 @@ type message struct {
 type PostedRecv struct {
 	Req
 	buf  []byte
-	vec  [][]byte // a vectored receive's pieces (PostV); buf is nil then
+	vec  *[][]byte // a vectored receive's pieces (PostV), behind a pointer so that a plain receive stays in the 80-byte size class; buf is nil then
 	peer int
 	m    *Matcher
 }
@@ -172,13 +172,18 @@ func (r *PostedRecv) Buf() []byte { return r.buf }
 // Bufs is a vectored receive's pieces (PostV), in order, or nil for a
 // receive of one buffer (Buf). Only a transport that posts vectored
 // receives meets one in Claim.
-func (r *PostedRecv) Bufs() [][]byte { return r.vec }
+func (r *PostedRecv) Bufs() [][]byte {
+	if r.vec == nil {
+		return nil
+	}
+	return *r.vec
+}
 
 // Len is the length the message must have: len(Buf()), or the pieces'
 // total.
 func (r *PostedRecv) Len() int {
 	if r.vec != nil {
-		return VecLen(r.vec)
+		return VecLen(*r.vec)
 	}
 	return len(r.buf)
 }
@@ -187,7 +192,7 @@ func (r *PostedRecv) Len() int {
 // go.
 func (r *PostedRecv) fill(data []byte) {
 	if r.vec != nil {
-		Scatter(r.vec, data)
+		Scatter(*r.vec, data)
 		return
 	}
 	copy(r.buf, data)
@@ -200,7 +205,7 @@ func (r *PostedRecv) readFull(src io.Reader, k int) error {
 		_, err := io.ReadFull(src, r.buf[:k])
 		return err
 	}
-	for _, b := range r.vec {
+	for _, b := range *r.vec {
 		if k == 0 {
 			break
 		}
@@ -211,6 +216,17 @@ func (r *PostedRecv) readFull(src io.Reader, k int) error {
 		k -= len(b)
 	}
 	return nil
+}
+
+// boxed puts a vectored receive's pieces behind a pointer (nil for none):
+// allocated only for a vectored receive, never for a plain one.
+func boxed(vec [][]byte) *[][]byte {
+	if vec == nil {
+		return nil
+	}
+	v := new([][]byte)
+	*v = vec
+	return v
 }
 
 // NewMatcher returns a Matcher for an endpoint of a job with size ranks.
@@ -328,9 +344,9 @@ func (m *Matcher) post(from int, tag Tag, buf []byte, vec [][]byte) Request {
 		r = p.recvs[n-1]
 		p.recvs[n-1] = nil
 		p.recvs = p.recvs[:n-1]
-		r.buf, r.vec = buf, vec
+		r.buf, r.vec = buf, boxed(vec)
 	} else {
-		r = &PostedRecv{buf: buf, vec: vec, peer: from, m: m}
+		r = &PostedRecv{buf: buf, vec: boxed(vec), peer: from, m: m}
 	}
 	p.queue(tag).posted.push(r)
 	p.mu.Unlock()
