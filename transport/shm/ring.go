@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/transport"
@@ -164,6 +165,11 @@ type ring struct {
 	chunkLeft int    // payload bytes not yet copied out
 	msgLeft   uint64 // message bytes after the current slot
 	held      bool   // the current slot is not released yet
+
+	// A ring's fields are one side's (the writer's or the reader's),
+	// and a peer's two rings are allocated together: the padding keeps
+	// one's last line from being the other's first.
+	_ cpu.CacheLinePad
 }
 
 func u64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/internal/scratch"
@@ -162,7 +163,11 @@ type Endpoint struct {
 	spin    *transport.Spinner // nil: no spinning
 	boards  boards             // board.go
 
+	// Counted by senders and drainers on every message: off the lines
+	// the drainers poll (closing).
+	_                                        cpu.CacheLinePad
 	cmaSent, cmaPulled, cmaRefused, copySent atomic.Uint64
+	_                                        cpu.CacheLinePad
 }
 
 // Stats counts how this endpoint's messages went.
@@ -208,6 +213,10 @@ var (
 )
 
 type peer struct {
+	// Set at connect, then read by every goroutine; the flags are
+	// written once. Padding keeps each group below on cache lines of its
+	// own: a sender's writes to its fields must not evict the line the
+	// drainer polls (dead), nor the drainer's writes the senders' lines.
 	e     *Endpoint
 	rank  int
 	out   *ring // we write, the peer reads
@@ -221,6 +230,8 @@ type peer struct {
 	// cmaOff: the peer's kernel refused to pull our messages.
 	cmaOff atomic.Bool
 
+	_ cpu.CacheLinePad
+
 	// Drainer only: cross-memory attach.
 	cmaChecked bool               // a pull from this peer worked once
 	liov       []unix.Iovec       // the local side of a process_vm_readv
@@ -229,6 +240,9 @@ type peer struct {
 	lone       [1][]byte          // the one local buffer of a plain receive
 	probe      [1]byte
 
+	_ cpu.CacheLinePad
+
+	// Senders (Isend and the sender goroutine), under mu.
 	mu      sync.Mutex
 	queue   []sendItem
 	qhead   int
@@ -239,6 +253,8 @@ type peer struct {
 	// the last tag such a message had (Isend's stream rule).
 	streamTag   transport.Tag
 	streamLarge int
+
+	_ cpu.CacheLinePad // nor share a line with the next object
 }
 
 type sendItem struct {
@@ -653,6 +669,10 @@ func (r *ring) slotsFor(n int) uint64 {
 // write copies a message of total bytes that fits in the free slots and
 // publishes it.
 func (r *ring) write(tag transport.Tag, m payload, total int) {
+	if m.vec == nil {
+		r.writeOne(tag, m.one)
+		return
+	}
 	c, left := m.cursor(), total
 	first := true
 	for first || left > 0 {
@@ -666,6 +686,26 @@ func (r *ring) write(tag transport.Tag, m payload, total int) {
 		putSlot(s, h)
 		c.read(s[slotHdrSize : slotHdrSize+n])
 		left -= n
+		r.pos++
+	}
+	r.publish()
+}
+
+// writeOne is write for a message of one buffer, the common case: each
+// slot's bytes in one copy, with no cursor to step.
+func (r *ring) writeOne(tag transport.Tag, b []byte) {
+	first := true
+	for first || len(b) > 0 {
+		n := min(len(b), int(r.cap))
+		h := slotHdr{kind: kindCont, chunk: uint32(n)}
+		if first {
+			h = slotHdr{kind: kindFirst, chunk: uint32(n), tag: tag, total: uint64(len(b))}
+			first = false
+		}
+		s := r.slot(r.pos)
+		putSlot(s, h)
+		copy(s[slotHdrSize:], b[:n])
+		b = b[n:]
 		r.pos++
 	}
 	r.publish()
