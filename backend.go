@@ -55,7 +55,7 @@ func (c *Comm) delegate(k *call, dev bool, bc backend.Call) *call {
 		k.err = invalid(k.op, c.rank, "backend %s takes host buffers only", c.be.Name())
 		return k
 	}
-	if k.bc = c.be.Take(bc); k.bc != nil {
+	if k.bc = c.be.Take(&k.ownB, bc); k.bc != nil {
 		k.algo = c.be.Name()
 	}
 	return k

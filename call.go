@@ -27,7 +27,8 @@ import (
 // 26 ns, a tenth of an 8-byte allreduce on the board).
 type call struct {
 	callHead
-	own peers // what p points to: one allocation for both
+	own  peers        // what p points to: one allocation for both
+	ownB backend.Call // what bc points to, where a backend runs the call
 }
 
 // callHead is a call less its peers: what every call uses, then what

@@ -183,10 +183,10 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		debugLog(log, slog.LevelInfo, "goccl init: no launcher environment and transport mem: a one-rank job in this process")
 	}
 	spin := o.spin
-	if cpus := cpu.Online(); spin == 0 && env.LocalSize > cpus {
-		// More ranks than CPUs: waits poll and yield the core (DECISIONS.md).
+	if cpus := cpu.Online(); spin == 0 && (env.LocalSize > cpus || o.backend == string(backend.MPI)) {
+		// More ranks than CPUs, or MPI beside goccl's links (the check's): waits yield the core (DECISIONS.md).
 		spin, o.yield = settings.YieldSpin, true
-		debugLog(log, slog.LevelInfo, "goccl init: more ranks on this host than CPUs: waits poll and yield the core between polls", "local_size", env.LocalSize, "cpus", cpus)
+		debugLog(log, slog.LevelInfo, "goccl init: waits poll and yield the core between polls", "local_size", env.LocalSize, "cpus", cpus, "backend", o.backend)
 	}
 	o.spin = spin // the communicator's board polls as its transports do
 	if log != nil {

@@ -32,6 +32,9 @@ type Links struct {
 	// Broken is told when group rank peer sent what goccl never sends
 	// (transport.ErrProtocol); the root aborts the communicator.
 	Broken func(peer int, err error)
+	// Fatal, if not nil, reports the error of a blocking call whose
+	// watchdog is ending the job (Blocker); nil: standard error.
+	Fatal func(err error)
 }
 
 // ErrStopped is Run's error when the communicator was aborted under the
@@ -70,6 +73,8 @@ type Group struct {
 	more        chan struct{}      // mine grew
 	stop        context.CancelFunc
 	ctx         context.Context
+	wd          watchdog              // blocking calls (block.go)
+	differ      atomic.Pointer[error] // the difference the ring found, if it did
 }
 
 // world is what the groups of one job share: the answerer of the
@@ -137,14 +142,17 @@ func (g *Group) Takes(c *Call) bool { return g.be.Takes(c) }
 // Memory says which buffers the backend takes.
 func (g *Group) Memory() Memory { return g.be.Memory() }
 
-// Take returns a copy of c on the heap, for the call to carry, where the
-// backend runs it; nil where goccl's own path does. Only then is c
-// copied: a call goccl runs allocates nothing here.
-func (g *Group) Take(c Call) *Call {
-	if !g.be.Takes(&c) {
+// Take copies c into dst, which the call carries (the root's pooled
+// record of it), and returns dst where the backend runs c; nil, and dst
+// zeroed, where goccl's own path does. (Asked of c itself, Takes would
+// move every call's c to the heap.)
+func (g *Group) Take(dst *Call, c Call) *Call {
+	*dst = c
+	if !g.be.Takes(dst) {
+		*dst = Call{}
 		return nil
 	}
-	return &c
+	return dst
 }
 
 // For names the library a call like c runs on: the backend's name where
@@ -228,16 +236,39 @@ func (g *Group) Post(c *Call) error {
 
 // Run issues c in its order and polls it until it completes, ctx ends
 // (a *PeerError wrapping context.DeadlineExceeded names the rank behind)
-// or stop is closed (ErrStopped). fp is the call's fingerprint, compared
-// with the other ranks' off the call's path; nil: no check. Avg on host
-// memory runs as Sum, divided by the group's size after; on device
-// memory the backend maps it (ncclAvg, or Sum and a scale on its
-// stream). A request whose wait ends unfinished is cancelled (Canceler).
+// or stop is closed (ErrStopped); a call the backend blocks on (Blocker)
+// runs to its end under the watchdog instead. fp is the call's
+// fingerprint, compared with the other ranks' off the call's path; nil:
+// no check. Avg on host memory runs as Sum, divided by the group's size
+// after; on device memory the backend maps it (ncclAvg, or Sum and a
+// scale on its stream). A request whose wait ends unfinished is
+// cancelled (Canceler). Run leaves c zeroed: the caller's pooled record
+// of the call keeps no buffer.
 func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) error {
+	defer func() { *c = Call{} }()
 	avg := c.Op == reduceop.Avg && c.RecvDev == nil && c.SendDev == nil
 	if avg {
 		c.Op = reduceop.Sum
 	}
+	if b, ok := g.be.(Blocker); ok && c.req == nil && b.Blocks(c) {
+		err := g.block(ctx, b, c, fp, stop)
+		if c.Issued != nil {
+			close(c.Issued)
+		}
+		if err != nil {
+			return err
+		}
+	} else if err := g.await(ctx, c, fp, stop); err != nil {
+		return err
+	}
+	if avg && (c.Coll != Reduce || c.Root == g.links.Rank) {
+		return (reduceop.Host{}).Scale(c.DType, c.Recv, len(g.links.Ranks))
+	}
+	return nil
+}
+
+// await issues c in its order and polls it until it completes.
+func (g *Group) await(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) error {
 	r, err := g.issue(ctx, c, fp, stop)
 	if c.Issued != nil {
 		close(c.Issued)
@@ -254,23 +285,13 @@ func (g *Group) Run(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-c
 		}
 		return err
 	}
-	if avg && (c.Coll != Reduce || c.Root == g.links.Rank) {
-		return (reduceop.Host{}).Scale(c.DType, c.Recv, len(g.links.Ranks))
-	}
 	return nil
 }
 
 // issue issues c in its order (a Post'ed one is issued already).
 func (g *Group) issue(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) (Request, error) {
-	if c.Order > 0 {
-		if err := g.turn(ctx, c.Order, stop); err != nil {
-			return nil, g.failed(ctx, err)
-		}
-		if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
-			if err := g.queue(fp, stop); err != nil {
-				return nil, err
-			}
-		}
+	if err := g.order(ctx, c, fp, stop); err != nil {
+		return nil, err
 	}
 	r, err := c.req, error(nil)
 	if r == nil {
@@ -280,6 +301,21 @@ func (g *Group) issue(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <
 		g.next.Add(1)
 	}
 	return r, err
+}
+
+// order waits for c's turn among the group's calls and queues its
+// fingerprint for the ring (Send, Recv and Post'ed calls have no Order).
+func (g *Group) order(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <-chan struct{}) error {
+	if c.Order == 0 {
+		return nil
+	}
+	if err := g.turn(ctx, c.Order, stop); err != nil {
+		return g.failed(ctx, err)
+	}
+	if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
+		return g.queue(fp, stop)
+	}
+	return nil
 }
 
 // cancelled adds to err that the backend's communicator was aborted,

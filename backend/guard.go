@@ -174,6 +174,8 @@ func (g *Group) compare() {
 			g.mine = g.mine[1:]
 			g.mu.Unlock()
 			if theirs != mine {
+				err := fmt.Errorf("calls differ: group rank %d made %v where this rank made %v", left, theirs, mine)
+				g.differ.Store(&err) // for a blocking call's watchdog, which cannot return the root's error
 				l.Mismatch(left, &mine, &theirs)
 				return
 			}

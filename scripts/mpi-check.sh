@@ -19,6 +19,9 @@
 #     fails at its deadline with ErrTimeout naming it;
 #   - GOCCL_MPI_CHECK=mismatch: rank 1 broadcasts where the others
 #     allreduce, and rank 0's error is ErrMismatch naming both calls.
+# Those two run with polled calls (GOCCL_MPI_WAIT=poll), where the call
+# returns the error, and with blocking calls (the default), where the
+# watchdog reports it ("goccl: ... ending the job") and aborts the job.
 # The last two end the job with MPI_Abort, as a failed MPI job must end:
 # their exit status is not checked, rank 0's "MPI-CHECK ok" line is.
 # Each launch is bounded by MPI_CHECK_TIMEOUT seconds (default 40).
@@ -66,10 +69,21 @@ check() {
 
   for check in deadline mismatch; do
     for np in 2 4; do
-      echo "== mpi-check $name: $check, -np $np"
-      run "$np" GOCCL_MPI_THREAD= GOCCL_MPI_CHECK=$check >"$tmp/out" || true
+      echo "== mpi-check $name: $check, -np $np, polled calls (GOCCL_MPI_WAIT=poll)"
+      run "$np" GOCCL_MPI_THREAD= GOCCL_MPI_WAIT=poll GOCCL_MPI_CHECK=$check >"$tmp/out" || true
       grep '^rank \|MPI-CHECK' "$tmp/out" || true
       grep -q "MPI-CHECK ok $check" "$tmp/out" || { cat "$tmp/out"; echo "mpi-check: $name: $check at -np $np not named" >&2; exit 1; }
+      # Blocking calls (the default): a call blocked in MPI cannot return
+      # its error; the watchdog reports it and ends the job. A mismatch
+      # may also come back from MPI first, and then fail as polled.
+      echo "== mpi-check $name: $check, -np $np, blocking calls"
+      run "$np" GOCCL_MPI_THREAD= GOCCL_MPI_WAIT= GOCCL_MPI_CHECK=$check >"$tmp/out" || true
+      grep '^goccl: \|MPI-CHECK' "$tmp/out" | cut -c1-300 || true
+      if [ "$check" = deadline ]; then
+        grep -q "rank $((np - 1)) is behind.*ending the job" "$tmp/out"
+      else
+        grep -q "MPI-CHECK ok mismatch\|calls differ: .*broadcast.*ending the job" "$tmp/out"
+      fi || { cat "$tmp/out"; echo "mpi-check: $name: $check at -np $np, blocking: not named" >&2; exit 1; }
     done
   done
 }
@@ -79,7 +93,7 @@ if ! command -v mpirun.openmpi >/dev/null 2>&1 || ! pkg-config --exists ompi-c 2
   apt_install libopenmpi-dev openmpi-bin
 fi
 mpirun.openmpi --version | head -n1
-check openmpi mpi "Open MPI" mpirun.openmpi --allow-run-as-root --oversubscribe -x GOCCL_MPI_THREAD -x GOCCL_MPI_CHECK
+check openmpi mpi "Open MPI" mpirun.openmpi --allow-run-as-root --oversubscribe -x GOCCL_MPI_THREAD -x GOCCL_MPI_CHECK -x GOCCL_MPI_WAIT
 
 if ! command -v mpiexec.mpich >/dev/null 2>&1 || ! pkg-config --exists mpich 2>/dev/null; then
   echo "mpi-check: installing libmpich-dev mpich"

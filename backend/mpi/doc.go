@@ -1,9 +1,21 @@
 // Package mpi is goccl's MPI backend: with GOCCL_BACKEND=mpi (or
-// goccl.WithBackend("mpi")) a communicator's collectives, point-to-point
-// calls and barriers run as MPI's nonblocking calls (MPI_Iallreduce,
-// MPI_Ibcast, ...), while goccl keeps its own front: argument checks,
-// the call's order, fingerprints, the deadline, the flight recorder and
-// the comms logger (package backend).
+// goccl.WithBackend("mpi")) a communicator's collectives and barriers run
+// as MPI's blocking calls (MPI_Allreduce, MPI_Bcast, ...), or with
+// GOCCL_MPI_WAIT=poll as its nonblocking ones (MPI_Iallreduce, ...)
+// tested until they complete, and its sends and receives as MPI_Isend and
+// MPI_Irecv, while goccl keeps its own front: argument checks, the call's
+// order, fingerprints, the deadline, the flight recorder and the comms
+// logger (package backend).
+//
+// Blocking or polled: the MPIs run their blocking collectives with other
+// algorithms than the nonblocking ones (Open MPI 4.1's tuned module
+// against libnbc), about 2x faster from 64 KiB on one host and 3x at 8
+// bytes (BENCHMARKS.md), so the blocking calls are the default. A blocking
+// call cannot return at its deadline: a watchdog (backend.Blocker) names
+// the rank behind, writes the error to standard error and ends the job
+// with MPI_Abort, as torch.distributed's NCCL watchdog ends the process.
+// A polled call returns the error to its caller instead, and Close ends
+// the job. Either way a job whose MPI call was abandoned cannot go on.
 //
 // It is cgo against mpi.h and is compiled only with the build tag mpi
 // (`go build -tags mpi`, with Open MPI's or MPICH's headers and library
@@ -37,7 +49,11 @@
 // Threads: MPI_Init_thread asks for MPI_THREAD_MULTIPLE; when it is not
 // granted (or GOCCL_MPI_THREAD=serialized asks so), every MPI call runs
 // on one goroutine locked to its OS thread, the one that initialized MPI.
-// Both tested MPIs grant MPI_THREAD_MULTIPLE.
+// Both tested MPIs grant MPI_THREAD_MULTIPLE. goccl's own links, which
+// under this backend carry the fingerprint check, poll and yield the core
+// (GOCCL_SPIN=yield, unless GOCCL_SPIN is set): a rank bound to one core
+// shares it between MPI's call and goccl's waits, and polls that kept
+// the core cost a blocking 1 MiB allreduce half its speed.
 //
 // Signals: the backend sets OMPI_MCA_opal_signal empty (unless it is
 // set), so that Open MPI installs no handler of SIGSEGV, SIGBUS, ... in
@@ -47,8 +63,14 @@
 //
 // A call that reaches its deadline, or that is under the communicator
 // when it aborts, is abandoned in MPI, which cannot take back a
-// collective in flight: the call returns goccl's error (ErrTimeout
-// naming the rank behind, ErrMismatch, ...), later calls fail at once,
-// and Close ends the job with MPI_Abort. A timed-out MPI job cannot
-// continue.
+// collective in flight. Polled (GOCCL_MPI_WAIT=poll), the call returns
+// goccl's error (ErrTimeout naming the rank behind, ErrMismatch, ...),
+// later calls fail at once, and Close ends the job with MPI_Abort.
+// Blocking (the default), the watchdog reports that error ("goccl: ...
+// ending the job") and calls MPI_Abort at once. A timed-out MPI job
+// cannot continue.
+//
+// MPICH 4.0.2's blocking MPI_Reduce with MPI_IN_PLACE at a root other
+// than 0 faults from about 2 KiB (a C program alone shows it; its
+// MPI_Ireduce does not): under -tags mpich the root reduces from a copy.
 package mpi

@@ -103,38 +103,68 @@ static int goccl_test(MPI_Request *r, int tries, int *flag, int *bytes) {
 }
 
 static void *goccl_inplace(void *p, int inplace) { return inplace ? MPI_IN_PLACE : p; }
+// The collectives' wrappers start the nonblocking call on r, or with blk
+// make the blocking one (comm.Block).
 
-static int goccl_allreduce(void *buf, int n, int dt, int op, MPI_Comm c, MPI_Request *r) {
+static int goccl_allreduce(void *buf, int n, int dt, int op, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Allreduce(MPI_IN_PLACE, buf, n, goccl_dt(dt), goccl_op(op, dt == 13), c);
 	return MPI_Iallreduce(MPI_IN_PLACE, buf, n, goccl_dt(dt), goccl_op(op, dt == 13), c, r);
 }
-static int goccl_bcast(void *buf, int n, int dt, int root, MPI_Comm c, MPI_Request *r) {
+static int goccl_bcast(void *buf, int n, int dt, int root, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Bcast(buf, n, goccl_dt(dt), root, c);
 	return MPI_Ibcast(buf, n, goccl_dt(dt), root, c, r);
 }
-static int goccl_reduce(void *buf, int n, int dt, int op, int root, int isroot, MPI_Comm c, MPI_Request *r) {
+static int goccl_reduce(void *buf, int n, int dt, int op, int root, int isroot, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) {
+#ifdef GOCCL_MPI_MPICH
+		// MPICH 4.0.2's MPI_Reduce with MPI_IN_PLACE at a root other than
+		// 0 faults from about 2 KiB (its nonblocking one does not): the
+		// root reduces from a copy instead.
+		if (isroot && root != 0) {
+			int sz = 0;
+			MPI_Type_size(goccl_dt(dt), &sz);
+			void *tmp = malloc((size_t)n * sz + 1);
+			if (!tmp) return MPI_ERR_NO_MEM;
+			memcpy(tmp, buf, (size_t)n * sz);
+			int rc = MPI_Reduce(tmp, buf, n, goccl_dt(dt), goccl_op(op, dt == 13), root, c);
+			free(tmp);
+			return rc;
+		}
+#endif
+		return MPI_Reduce(isroot ? MPI_IN_PLACE : buf, isroot ? buf : NULL, n, goccl_dt(dt), goccl_op(op, dt == 13), root, c);
+	}
 	return MPI_Ireduce(isroot ? MPI_IN_PLACE : buf, isroot ? buf : NULL, n, goccl_dt(dt), goccl_op(op, dt == 13), root, c, r);
 }
-static int goccl_allgather(void *s, int inplace, void *rbuf, int n, int dt, MPI_Comm c, MPI_Request *r) {
+static int goccl_allgather(void *s, int inplace, void *rbuf, int n, int dt, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Allgather(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, n, goccl_dt(dt), c);
 	return MPI_Iallgather(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, n, goccl_dt(dt), c, r);
 }
-static int goccl_allgatherv(void *s, int inplace, int n, void *rbuf, int *counts, int *displs, int dt, MPI_Comm c, MPI_Request *r) {
+static int goccl_allgatherv(void *s, int inplace, int n, void *rbuf, int *counts, int *displs, int dt, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Allgatherv(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, counts, displs, goccl_dt(dt), c);
 	return MPI_Iallgatherv(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, counts, displs, goccl_dt(dt), c, r);
 }
-static int goccl_reduce_scatter_block(void *s, void *rbuf, int n, int dt, int op, MPI_Comm c, MPI_Request *r) {
+static int goccl_reduce_scatter_block(void *s, void *rbuf, int n, int dt, int op, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Reduce_scatter_block(s, rbuf, n, goccl_dt(dt), goccl_op(op, dt == 13), c);
 	return MPI_Ireduce_scatter_block(s, rbuf, n, goccl_dt(dt), goccl_op(op, dt == 13), c, r);
 }
-static int goccl_reduce_scatter(void *s, void *rbuf, int *counts, int dt, int op, MPI_Comm c, MPI_Request *r) {
+static int goccl_reduce_scatter(void *s, void *rbuf, int *counts, int dt, int op, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Reduce_scatter(s, rbuf, counts, goccl_dt(dt), goccl_op(op, dt == 13), c);
 	return MPI_Ireduce_scatter(s, rbuf, counts, goccl_dt(dt), goccl_op(op, dt == 13), c, r);
 }
-static int goccl_alltoall(void *s, void *rbuf, int n, int dt, MPI_Comm c, MPI_Request *r) {
+static int goccl_alltoall(void *s, void *rbuf, int n, int dt, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Alltoall(s, n, goccl_dt(dt), rbuf, n, goccl_dt(dt), c);
 	return MPI_Ialltoall(s, n, goccl_dt(dt), rbuf, n, goccl_dt(dt), c, r);
 }
-static int goccl_alltoallv(void *s, int *sc, int *sd, void *rbuf, int *rc, int *rd, int dt, MPI_Comm c, MPI_Request *r) {
+static int goccl_alltoallv(void *s, int *sc, int *sd, void *rbuf, int *rc, int *rd, int dt, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Alltoallv(s, sc, sd, goccl_dt(dt), rbuf, rc, rd, goccl_dt(dt), c);
 	return MPI_Ialltoallv(s, sc, sd, goccl_dt(dt), rbuf, rc, rd, goccl_dt(dt), c, r);
 }
-static int goccl_gather(void *s, int inplace, void *rbuf, int n, int dt, int root, MPI_Comm c, MPI_Request *r) {
+static int goccl_gather(void *s, int inplace, void *rbuf, int n, int dt, int root, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Gather(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, n, goccl_dt(dt), root, c);
 	return MPI_Igather(goccl_inplace(s, inplace), n, goccl_dt(dt), rbuf, n, goccl_dt(dt), root, c, r);
 }
-static int goccl_scatter(void *s, void *rbuf, int inplace, int n, int dt, int root, MPI_Comm c, MPI_Request *r) {
+static int goccl_scatter(void *s, void *rbuf, int inplace, int n, int dt, int root, MPI_Comm c, MPI_Request *r, int blk) {
+	if (blk) return MPI_Scatter(s, n, goccl_dt(dt), goccl_inplace(rbuf, inplace), n, goccl_dt(dt), root, c);
 	return MPI_Iscatter(s, n, goccl_dt(dt), goccl_inplace(rbuf, inplace), n, goccl_dt(dt), root, c, r);
 }
 static int goccl_send(void *buf, int n, int peer, int tag, MPI_Comm c, MPI_Request *r) {
@@ -143,7 +173,7 @@ static int goccl_send(void *buf, int n, int peer, int tag, MPI_Comm c, MPI_Reque
 static int goccl_recv(void *buf, int n, int peer, int tag, MPI_Comm c, MPI_Request *r) {
 	return MPI_Irecv(buf, n, MPI_BYTE, peer, tag, c, r);
 }
-static int goccl_barrier(MPI_Comm c, MPI_Request *r) { return MPI_Ibarrier(c, r); }
+static int goccl_barrier(MPI_Comm c, MPI_Request *r, int blk) { return blk ? MPI_Barrier(c) : MPI_Ibarrier(c, r); }
 static int goccl_split(MPI_Comm c, int color, int key, MPI_Comm *out, int *isnull) {
 	int rc = MPI_Comm_split(c, color < 0 ? MPI_UNDEFINED : color, key, out);
 	*isnull = rc == MPI_SUCCESS && *out == MPI_COMM_NULL;
@@ -176,6 +206,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goccl/goccl/backend"
@@ -186,6 +217,17 @@ import (
 // thread even where MPI_THREAD_MULTIPLE is granted (tests, and MPIs whose
 // MULTIPLE is slow).
 const EnvThread = "GOCCL_MPI_THREAD"
+
+// EnvWait says how a collective waits for MPI: "block" (the default)
+// makes the blocking call (MPI_Allreduce), "poll" starts the nonblocking
+// one (MPI_Iallreduce) and tests it until it completes. The blocking
+// calls are the faster ones (the MPIs run other algorithms for them: Open
+// MPI's tuned module against libnbc, 2-3x at 8 bytes and at 1 MiB on one
+// host, BENCHMARKS.md); under them the deadline ends the job (a watchdog
+// names the rank behind, reports it and calls MPI_Abort), where under
+// "poll" the call returns the error first and Close ends the job.
+// Send and Recv are always nonblocking: posted in order when made.
+const EnvWait = "GOCCL_MPI_WAIT"
 
 func init() { backend.Register(backend.MPI, open) }
 
@@ -202,6 +244,9 @@ type lib struct {
 	provided    int
 	requestedMT bool
 	library     string
+	poll        bool         // GOCCL_MPI_WAIT=poll: no blocking collectives
+	waitErr     error        // GOCCL_MPI_WAIT holds something else
+	blocking    atomic.Int32 // blocking calls in the library now
 	// wrong[dt] has bit op set where this MPI's reduction of dt by op
 	// disagreed with goccl's host kernel at init (probeOps): such calls
 	// run on goccl's own path.
@@ -216,6 +261,13 @@ var (
 func start() *lib {
 	once.Do(func() {
 		l := &lib{reqs: make(chan func())}
+		switch w := os.Getenv(EnvWait); w {
+		case "", "block":
+		case "poll":
+			l.poll = true
+		default:
+			l.waitErr = fmt.Errorf("mpi: %s=%q: want block or poll", EnvWait, w)
+		}
 		if _, ok := os.LookupEnv("OMPI_MCA_opal_signal"); !ok {
 			// Open MPI's handlers of SIGSEGV, SIGBUS, ... would take over
 			// the Go runtime's (a nil dereference would end the process
@@ -352,6 +404,9 @@ func open(rank, size int) (backend.Comm, error) {
 	if l.initErr != nil {
 		return nil, l.initErr
 	}
+	if l.waitErr != nil {
+		return nil, l.waitErr
+	}
 	if l.rank != rank || l.size != size {
 		return nil, fmt.Errorf("mpi: MPI sees rank %d of %d where goccl is rank %d of %d: start the job with mpirun (every rank with GOCCL_BACKEND=mpi)",
 			l.rank, l.size, rank, size)
@@ -364,6 +419,7 @@ type comm struct {
 	c          C.MPI_Comm
 	rank, size int
 	world      bool
+	blocked    request // Block's, reused
 }
 
 func (c *comm) Name() string { return string(backend.MPI) }
@@ -406,6 +462,17 @@ type request struct {
 	want    int // a Recv's length: the message must have as many bytes
 	done    bool
 	started bool
+	block   bool // made by Block: r.r is not used, and nothing is pinned
+}
+
+// blk tells a collective's wrapper to make the blocking call. (&r.r goes
+// to C either way, as an address of a field: cgo then checks only the
+// field, where another pointer to r would have it check all of r.)
+func (r *request) blk() C.int {
+	if r.block {
+		return 1
+	}
+	return 0
 }
 
 func (r *request) Test() (bool, error) {
@@ -454,7 +521,9 @@ func (r *request) ptr(b []byte) unsafe.Pointer {
 	if len(b) == 0 {
 		return C.goccl_dummy()
 	}
-	r.pin.Pin(&b[0])
+	if !r.block { // a blocking call keeps no pointer once it returns
+		r.pin.Pin(&b[0])
+	}
 	return unsafe.Pointer(&b[0])
 }
 
@@ -504,23 +573,60 @@ func equal(counts []int) bool {
 
 func (c *comm) Start(k *backend.Call) (backend.Request, error) {
 	r := &request{c: c, want: -1}
+	if err := c.run(k, r); err != nil {
+		return nil, err
+	}
+	r.started = true
+	return r, nil
+}
+
+var _ backend.Blocker = (*comm)(nil)
+
+// Blocks implements backend.Blocker: every collective, unless
+// GOCCL_MPI_WAIT=poll.
+func (c *comm) Blocks(k *backend.Call) bool {
+	return !c.l.poll && k.Coll != backend.Send && k.Coll != backend.Recv
+}
+
+// Block implements backend.Blocker: k's blocking MPI call.
+func (c *comm) Block(k *backend.Call) error {
+	r := &c.blocked // one at a time: the group issues its calls in order
+	*r = request{c: c, want: -1, block: true}
+	c.l.blocking.Add(1)
+	defer c.l.blocking.Add(-1)
+	err := c.run(k, r)
+	r.finish()
+	return err
+}
+
+// run makes k's MPI call on r, where MPI allows it (do).
+func (c *comm) run(k *backend.Call, r *request) error {
 	send := k.Send
 	if k.Coll != backend.AllGather && k.Coll != backend.Gather && overlaps(send, k.Recv) && !same(send, k.Recv) {
 		send = append([]byte(nil), send...) // MPI forbids overlapping buffers outside MPI_IN_PLACE
 	}
-	var rc C.int
-	var what string
-	if c.l.multiple { // directly: do's closure would be allocated on every call
-		what, rc = c.issue(k, r, send)
-	} else {
-		c.l.serial(func() { what, rc = c.issue(k, r, send) })
-	}
+	what, rc := c.issueWhere(k, r, send)
 	if rc != 0 {
 		r.finish()
-		return nil, mpiErr(what, rc)
+		if r.block { // MPI_Iallreduce's blocking twin is MPI_Allreduce
+			what = "MPI_" + strings.ToUpper(what[5:6]) + what[6:]
+		}
+		return mpiErr(what, rc)
 	}
-	r.started = true
-	return r, nil
+	return nil
+}
+
+// issueWhere issues k where MPI allows it: directly with
+// MPI_THREAD_MULTIPLE, else on the locked thread. (A closure for both
+// would move what and rc to the heap on every call.)
+func (c *comm) issueWhere(k *backend.Call, r *request, send []byte) (string, C.int) {
+	if c.l.multiple {
+		return c.issue(k, r, send)
+	}
+	var what string
+	var rc C.int
+	c.l.serial(func() { what, rc = c.issue(k, r, send) })
+	return what, rc
 }
 
 // issue starts k's MPI call on r (Start has checked it and made send,
@@ -531,15 +637,15 @@ func (c *comm) issue(k *backend.Call, r *request, send []byte) (what string, rc 
 	n := C.int(len(k.Recv) / es)
 	switch k.Coll {
 	case backend.AllReduce:
-		what, rc = "MPI_Iallreduce", C.goccl_allreduce(r.ptr(k.Recv), n, dt, op, c.c, &r.r)
+		what, rc = "MPI_Iallreduce", C.goccl_allreduce(r.ptr(k.Recv), n, dt, op, c.c, &r.r, r.blk())
 	case backend.Broadcast:
-		what, rc = "MPI_Ibcast", C.goccl_bcast(r.ptr(k.Recv), n, dt, C.int(k.Root), c.c, &r.r)
+		what, rc = "MPI_Ibcast", C.goccl_bcast(r.ptr(k.Recv), n, dt, C.int(k.Root), c.c, &r.r, r.blk())
 	case backend.Reduce:
 		isRoot := C.int(0)
 		if k.Root == c.rank {
 			isRoot = 1
 		}
-		what, rc = "MPI_Ireduce", C.goccl_reduce(r.ptr(k.Recv), n, dt, op, C.int(k.Root), isRoot, c.c, &r.r)
+		what, rc = "MPI_Ireduce", C.goccl_reduce(r.ptr(k.Recv), n, dt, op, C.int(k.Root), isRoot, c.c, &r.r, r.blk())
 	case backend.AllGather:
 		counts := k.RecvCounts
 		if counts == nil {
@@ -557,23 +663,23 @@ func (c *comm) issue(k *backend.Call, r *request, send []byte) (what string, rc 
 			send = append([]byte(nil), send...)
 		}
 		if equal(counts) {
-			what, rc = "MPI_Iallgather", C.goccl_allgather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(counts[0]), dt, c.c, &r.r)
+			what, rc = "MPI_Iallgather", C.goccl_allgather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(counts[0]), dt, c.c, &r.r, r.blk())
 		} else {
 			what, rc = "MPI_Iallgatherv", C.goccl_allgatherv(r.ptr(send), inplace, C.int(counts[c.rank]), r.ptr(k.Recv),
-				r.ints(counts), r.ints(offsets(counts)), dt, c.c, &r.r)
+				r.ints(counts), r.ints(offsets(counts)), dt, c.c, &r.r, r.blk())
 		}
 	case backend.ReduceScatter:
 		if k.RecvCounts == nil || equal(k.RecvCounts) {
-			what, rc = "MPI_Ireduce_scatter_block", C.goccl_reduce_scatter_block(r.ptr(send), r.ptr(k.Recv), n, dt, op, c.c, &r.r)
+			what, rc = "MPI_Ireduce_scatter_block", C.goccl_reduce_scatter_block(r.ptr(send), r.ptr(k.Recv), n, dt, op, c.c, &r.r, r.blk())
 		} else {
-			what, rc = "MPI_Ireduce_scatter", C.goccl_reduce_scatter(r.ptr(send), r.ptr(k.Recv), r.ints(k.RecvCounts), dt, op, c.c, &r.r)
+			what, rc = "MPI_Ireduce_scatter", C.goccl_reduce_scatter(r.ptr(send), r.ptr(k.Recv), r.ints(k.RecvCounts), dt, op, c.c, &r.r, r.blk())
 		}
 	case backend.AllToAll:
 		if k.SendCounts == nil && k.RecvCounts == nil || equal(k.SendCounts) && equal(k.RecvCounts) && k.SendCounts[0] == k.RecvCounts[0] {
-			what, rc = "MPI_Ialltoall", C.goccl_alltoall(r.ptr(send), r.ptr(k.Recv), C.int(len(k.Recv)/es/c.size), dt, c.c, &r.r)
+			what, rc = "MPI_Ialltoall", C.goccl_alltoall(r.ptr(send), r.ptr(k.Recv), C.int(len(k.Recv)/es/c.size), dt, c.c, &r.r, r.blk())
 		} else {
 			what, rc = "MPI_Ialltoallv", C.goccl_alltoallv(r.ptr(send), r.ints(k.SendCounts), r.ints(offsets(k.SendCounts)),
-				r.ptr(k.Recv), r.ints(k.RecvCounts), r.ints(offsets(k.RecvCounts)), dt, c.c, &r.r)
+				r.ptr(k.Recv), r.ints(k.RecvCounts), r.ints(offsets(k.RecvCounts)), dt, c.c, &r.r, r.blk())
 		}
 	case backend.Gather:
 		inplace := C.int(0)
@@ -585,21 +691,21 @@ func (c *comm) issue(k *backend.Call, r *request, send []byte) (what string, rc 
 				send = append([]byte(nil), send...)
 			}
 		}
-		what, rc = "MPI_Igather", C.goccl_gather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
+		what, rc = "MPI_Igather", C.goccl_gather(r.ptr(send), inplace, r.ptr(k.Recv), C.int(m/es), dt, C.int(k.Root), c.c, &r.r, r.blk())
 	case backend.Scatter:
 		inplace, m := C.int(0), len(k.Recv)
 		if k.Root == c.rank && same(k.Recv, k.Send[c.rank*m:(c.rank+1)*m]) {
 			inplace = 1
 			send = k.Send
 		}
-		what, rc = "MPI_Iscatter", C.goccl_scatter(r.ptr(send), r.ptr(k.Recv), inplace, C.int(m/es), dt, C.int(k.Root), c.c, &r.r)
+		what, rc = "MPI_Iscatter", C.goccl_scatter(r.ptr(send), r.ptr(k.Recv), inplace, C.int(m/es), dt, C.int(k.Root), c.c, &r.r, r.blk())
 	case backend.Send:
 		what, rc = "MPI_Isend", C.goccl_send(r.ptr(k.Send), C.int(len(k.Send)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
 	case backend.Recv:
 		r.want = len(k.Recv)
 		what, rc = "MPI_Irecv", C.goccl_recv(r.ptr(k.Recv), C.int(len(k.Recv)), C.int(k.Root), C.int(k.Tag), c.c, &r.r)
 	case backend.Barrier:
-		what, rc = "MPI_Ibarrier", C.goccl_barrier(c.c, &r.r)
+		what, rc = "MPI_Ibarrier", C.goccl_barrier(c.c, &r.r, r.blk())
 	default:
 		what, rc = fmt.Sprint(k.Coll), -1
 	}
@@ -624,6 +730,14 @@ func (c *comm) Split(color, key int) (backend.Comm, error) {
 }
 
 func (c *comm) Abort(code int) {
+	if c.l.blocking.Load() > 0 {
+		// A blocking call holds the library (and, serialized, the thread
+		// that runs every call): abort from here, as a watchdog must,
+		// and if the library returns, end the process; the launcher
+		// then ends the others.
+		C.goccl_abort(C.int(code))
+		os.Exit(code)
+	}
 	c.l.do(func() { C.goccl_abort(C.int(code)) })
 }
 
