@@ -62,19 +62,19 @@ type Group struct {
 	// rank has issued, which the search for the rank behind exchanges.
 	issued atomic.Uint64
 	// The fingerprints' way to the ring (guard.go): pending, queued by
-	// the calls; kick wakes the ring's sender, flush does when a batch
-	// waits too long; taken tells a call waiting for room.
-	fpMu        sync.Mutex
-	pending     []wire.Fingerprint
-	kick, taken chan struct{}
-	flush       *time.Timer
-	mu          sync.Mutex         // mine
-	mine        []wire.Fingerprint // this rank's fingerprints the previous rank's have not met yet
-	more        chan struct{}      // mine grew
-	stop        context.CancelFunc
-	ctx         context.Context
-	wd          watchdog              // blocking calls (block.go)
-	differ      atomic.Pointer[error] // the difference the ring found, if it did
+	// the calls and sent in batches; flush sends a batch that waits too
+	// long, flushSet says it is set.
+	fpMu     sync.Mutex
+	pending  []wire.Fingerprint
+	flush    *time.Timer
+	flushSet bool
+	mu       sync.Mutex         // mine
+	mine     []wire.Fingerprint // this rank's fingerprints the previous rank's have not met yet
+	more     chan struct{}      // mine grew
+	stop     context.CancelFunc
+	ctx      context.Context
+	wd       watchdog              // blocking calls (block.go)
+	differ   atomic.Pointer[error] // the difference the ring found, if it did
 }
 
 // world is what the groups of one job share: the answerer of the
@@ -109,8 +109,8 @@ func NewWorld(be Comm, l Links) *Group {
 }
 
 func newGroup(be Comm, w *world) *Group {
-	g := &Group{be: be, w: w, kick: make(chan struct{}, 1), taken: make(chan struct{}, 1), more: make(chan struct{}, 1)}
-	g.flush = time.AfterFunc(time.Hour, g.wake)
+	g := &Group{be: be, w: w, more: make(chan struct{}, 1)}
+	g.flush = time.AfterFunc(time.Hour, g.flushPending)
 	g.flush.Stop()
 	g.next.Store(1)
 	g.ctx, g.stop = context.WithCancel(w.ctx)
@@ -129,7 +129,7 @@ func (g *Group) Attach(l Links) {
 		lk.Link(l)
 	}
 	if l.Check && len(l.Ranks) > 1 {
-		go g.ring()
+		go g.compare()
 	}
 }
 
@@ -213,6 +213,7 @@ func (g *Group) SplitOf(members []int, me int) (*Group, error) {
 // no way to take back a collective in flight.
 func (g *Group) Close() error {
 	g.stop()
+	g.flush.Stop()
 	if g.links.ID != 0 {
 		if g.w.broken.Load() {
 			return nil
@@ -313,7 +314,7 @@ func (g *Group) order(ctx context.Context, c *Call, fp *wire.Fingerprint, stop <
 		return g.failed(ctx, err)
 	}
 	if fp != nil && g.links.Check && len(g.links.Ranks) > 1 {
-		return g.queue(fp, stop)
+		g.queue(fp)
 	}
 	return nil
 }

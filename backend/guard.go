@@ -14,21 +14,21 @@ import (
 // links, since the backend's library checks neither.
 //
 // Fingerprints. Every backend call's fingerprint (the root's, as its own
-// calls send it) goes to a goroutine of the group, which sends it to the
-// next rank of a ring and compares it with the previous rank's: if every
-// rank agrees with its left neighbour, all agree. The call does not wait
-// for the comparison; at most fpLag calls may be issued ahead of it, so
-// a difference is found a few calls behind at most, and aborts the
-// communicator with ErrMismatch naming the left neighbour and both calls
-// (Links.Mismatch). Cost: 32 bytes per rank and call, sent in batches (a
-// message of a count and up to fpLag fingerprints), off the call's path.
-// A call only queues its fingerprint; the sending goroutine is
-// woken once fpBatch have queued, or fpFlush after the first of a batch
-// (calls that stop, or come slowly): waking it for every call cost a
-// thread's wake-up a call (futexes, and a core the polling ranks need:
-// an 8-byte allreduce over MPI took 3.4 us against 0.5 for the MPI call
-// alone).
-//
+// calls send it) is sent to the next rank of a ring and compared there
+// with that rank's: if every rank agrees with its left neighbour, all
+// agree. The call does not wait for the comparison, which a goroutine of
+// the group makes as the left neighbour's fingerprints arrive; a
+// difference aborts the communicator with ErrMismatch naming the left
+// neighbour and both calls (Links.Mismatch). Cost: 32 bytes per rank and
+// call, sent in batches (a message of a count and up to fpLag
+// fingerprints): the call that fills a batch (fpBatch) sends it itself,
+// a message copied into goccl's transport, and a timer sends a batch
+// that waited fpFlush for its last calls (calls that stop, or come
+// slowly). So a call is at most fpBatch-1 calls, or fpFlush, from its
+// fingerprint's send. Waking a goroutine to send cost a thread's wake-up:
+// for every call, an 8-byte allreduce over MPI took 3.4 us against 0.5
+// for the MPI call alone; for every fourth call, 0.5 us a call still.
+
 // The rank behind. A call that reaches its deadline asks every other
 // member, over goccl's links, for the number of the last call it issued
 // on the group (Group.Next counts them, as the flight recorder numbers
@@ -37,9 +37,11 @@ import (
 // it is doing (asleep, computing, stuck in another call).
 
 const (
-	// fpLag is how many calls a group's fingerprint ring may fall behind.
+	// fpLag is the most fingerprints a batch may hold (what a rank
+	// accepts from its left neighbour).
 	fpLag = 8
-	// fpBatch queued fingerprints wake the goroutine that sends them.
+	// fpBatch queued fingerprints are sent by the call that queued the
+	// last of them.
 	fpBatch = fpLag / 2
 	// fpFlush is the longest a fingerprint waits for its batch to fill.
 	fpFlush = time.Millisecond
@@ -49,85 +51,53 @@ const (
 	batchLen = 8 + fpLag*wire.FPLen
 )
 
-// queue hands fp to the ring, waiting while fpLag are queued unsent.
-func (g *Group) queue(fp *wire.Fingerprint, stop <-chan struct{}) error {
-	for {
-		g.fpMu.Lock()
-		n := len(g.pending)
-		if n < fpLag {
-			g.pending = append(g.pending, *fp)
-			g.fpMu.Unlock()
-			switch {
-			case n+1 >= fpBatch:
-				g.wake()
-			case n == 0:
-				g.flush.Reset(fpFlush)
-			}
-			return nil
-		}
-		g.fpMu.Unlock()
-		g.wake()
-		select {
-		case <-g.taken:
-		case <-stop:
-			return ErrStopped
-		case <-g.ctx.Done():
-			return ErrStopped
-		}
+// queue hands fp to the ring: it sends the batch once fpBatch have
+// queued, and sets the flush timer for a batch's first.
+func (g *Group) queue(fp *wire.Fingerprint) {
+	g.fpMu.Lock()
+	defer g.fpMu.Unlock()
+	g.pending = append(g.pending, *fp)
+	switch {
+	case len(g.pending) >= fpBatch:
+		g.sendLocked()
+	case !g.flushSet:
+		g.flushSet = true
+		g.flush.Reset(fpFlush)
 	}
 }
 
-// wake tells the ring's sender that fingerprints are waiting.
-func (g *Group) wake() {
+// flushPending is the flush timer: it sends what waits. (Set for an
+// earlier batch that went full, it goes off early: one small message.)
+func (g *Group) flushPending() {
+	g.fpMu.Lock()
+	defer g.fpMu.Unlock()
+	g.flushSet = false
+	g.sendLocked()
+}
+
+// sendLocked sends the pending fingerprints to the next rank as one
+// batch, and keeps them for the comparison with the previous rank's.
+// g.fpMu is held: batches go in order.
+func (g *Group) sendLocked() {
+	batch := g.pending
+	if len(batch) == 0 || g.ctx.Err() != nil {
+		return
+	}
+	msg := make([]byte, batchLen) // a fresh one: the transport may still read the last
+	binary.LittleEndian.PutUint64(msg, uint64(len(batch)))
+	for i := range batch {
+		copy(msg[8+i*wire.FPLen:], batch[i][:])
+	}
+	g.mu.Lock()
+	g.mine = append(g.mine, batch...)
+	g.mu.Unlock()
 	select {
-	case g.kick <- struct{}{}:
+	case g.more <- struct{}{}:
 	default:
 	}
-}
-
-// ring sends this rank's fingerprints to the next rank, in batches (what
-// queued since the last batch went: a count, then the fingerprints),
-// and compares the previous rank's with them, in order. Its goroutines
-// park, never spin: the call's own wait polls the library, and a spinning
-// guard would take its CPU.
-func (g *Group) ring() {
+	g.pending = batch[:0]
 	l := g.links
-	n := len(l.Ranks)
-	right := l.Ranks[(l.Rank+1)%n]
-	tag := wire.BackendFPTag(l.ID)
-	go g.compare()
-	defer g.flush.Stop()
-	for {
-		select {
-		case <-g.kick:
-		case <-g.ctx.Done():
-			return
-		}
-		g.fpMu.Lock()
-		batch := g.pending
-		g.pending = make([]wire.Fingerprint, 0, fpLag)
-		g.fpMu.Unlock()
-		if len(batch) == 0 {
-			continue
-		}
-		select {
-		case g.taken <- struct{}{}:
-		default:
-		}
-		g.mu.Lock()
-		g.mine = append(g.mine, batch...)
-		g.mu.Unlock()
-		select {
-		case g.more <- struct{}{}:
-		default:
-		}
-		msg := make([]byte, batchLen) // a fresh one: the send may still read the last
-		binary.LittleEndian.PutUint64(msg, uint64(len(batch)))
-		for i := range batch {
-			copy(msg[8+i*wire.FPLen:], batch[i][:])
-		}
-		l.EP.Isend(right, tag, msg)
-	}
+	g.links.EP.Isend(l.Ranks[(l.Rank+1)%len(l.Ranks)], wire.BackendFPTag(l.ID), msg)
 }
 
 // compare receives the previous rank's batches and compares each of its
