@@ -77,3 +77,28 @@ func TestTreeShape(t *testing.T) {
 		}
 	}
 }
+
+// TestAllGatherRingTie: an allgather goes by the ring where the model
+// calls it within 2% of the doubling (large messages), by the doubling
+// where its fewer latencies count, never by a family that was not
+// allowed, and a list that allows nothing for it falls back to the pick.
+func TestAllGatherRingTie(t *testing.T) {
+	tp := algo.DefaultTopology(1)
+	for _, tc := range []struct {
+		bytes, n int
+		allowed  []algo.Algorithm
+		want     algo.Algorithm
+	}{
+		{64, 4, nil, algo.Doubling},
+		{256 << 10, 4, nil, algo.Doubling},
+		{16 << 20, 4, nil, algo.Ring},
+		{16 << 20, 4, []algo.Algorithm{algo.Doubling}, algo.Doubling},
+		{16 << 20, 4, []algo.Algorithm{algo.Doubling, algo.Ring}, algo.Ring},
+		{64, 4, []algo.Algorithm{algo.Tree}, algo.Doubling}, // the tree has no allgather: the pick
+		{16 << 20, 1024, nil, algo.Doubling},                // 1,023 latencies against 10
+	} {
+		if got := algo.SelectFromTopo(algo.AllGather, tc.bytes, tc.n, tc.allowed, tp); got != tc.want {
+			t.Errorf("allgather of %d bytes on %d ranks, allowed %v: %s, want %s", tc.bytes, tc.n, tc.allowed, got, tc.want)
+		}
+	}
+}
