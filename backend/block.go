@@ -11,8 +11,8 @@ import (
 )
 
 // Blocker is a Comm whose collectives can also run to their end in the
-// calling thread: MPI's blocking calls, which MPIs run with other and
-// faster algorithms than their nonblocking ones (BENCHMARKS.md). Group
+// calling thread: MPI's blocking calls, which Open MPI runs with other and
+// faster algorithms than its nonblocking ones (BENCHMARKS.md). Group
 // runs a call on Block where Blocks says so, else on Start and polls it.
 type Blocker interface {
 	// Blocks reports whether c runs on Block.
@@ -30,12 +30,13 @@ type Blocker interface {
 // A group's calls run one at a time, in their order, so one watchdog
 // serves them all.
 //
-// A call costs it a lock and a look at the clock, not a timer: the timer
-// is set for the first call's deadline, or checkEvery, whichever comes
-// first, and when it goes off it looks at the call in the library then
-// (usually a later one) and sets itself again for that call, while calls
-// keep coming. So a call's deadline is seen on time, and a cancelled
-// context within checkEvery.
+// A call costs it a lock and a look at its deadline, not a timer of its
+// own: the timer is set for the first call's deadline, or checkEvery,
+// whichever comes first, and again only for a call whose deadline comes
+// before that; when it goes off it looks at the call in the library then
+// (usually a later one) and sets itself for that call, while calls keep
+// coming. So a call's deadline is seen on time, and a cancelled context
+// within checkEvery.
 type watchdog struct {
 	mu      sync.Mutex
 	in      *Call           // the call in the library; nil between calls
@@ -76,8 +77,8 @@ func (g *Group) block(ctx context.Context, b Blocker, c *Call, fp *wire.Fingerpr
 		return g.failed(ctx, err)
 	}
 	wd.in, wd.ctx = c, ctx
-	if wd.armedAt.IsZero() {
-		wd.arm(ctx)
+	if dl, ok := ctx.Deadline(); wd.armedAt.IsZero() || ok && dl.Before(wd.armedAt) {
+		wd.arm(ctx) // not set, or set for later than this call's deadline
 	}
 	wd.mu.Unlock()
 	err := b.Block(c)

@@ -20,7 +20,7 @@ import (
 // the group makes as the left neighbour's fingerprints arrive; a
 // difference aborts the communicator with ErrMismatch naming the left
 // neighbour and both calls (Links.Mismatch). Cost: 32 bytes per rank and
-// call, sent in batches (a message of a count and up to fpLag
+// call, sent in batches (a message of a count and up to fpBatch
 // fingerprints): the call that fills a batch (fpBatch) sends it itself,
 // a message copied into goccl's transport, and a timer sends a batch
 // that waited fpFlush for its last calls (calls that stop, or come
@@ -28,7 +28,7 @@ import (
 // fingerprint's send. Waking a goroutine to send cost a thread's wake-up:
 // for every call, an 8-byte allreduce over MPI took 3.4 us against 0.5
 // for the MPI call alone; for every fourth call, 0.5 us a call still.
-
+//
 // The rank behind. A call that reaches its deadline asks every other
 // member, over goccl's links, for the number of the last call it issued
 // on the group (Group.Next counts them, as the flight recorder numbers
@@ -37,18 +37,15 @@ import (
 // it is doing (asleep, computing, stuck in another call).
 
 const (
-	// fpLag is the most fingerprints a batch may hold (what a rank
-	// accepts from its left neighbour).
-	fpLag = 8
 	// fpBatch queued fingerprints are sent by the call that queued the
-	// last of them.
-	fpBatch = fpLag / 2
+	// last of them: the most a batch holds.
+	fpBatch = 4
 	// fpFlush is the longest a fingerprint waits for its batch to fill.
 	fpFlush = time.Millisecond
-	// batchLen is a batch's message: a count, then room for fpLag
+	// batchLen is a batch's message: a count, then room for fpBatch
 	// fingerprints, one message of one size (a count and a body sent
 	// apart woke the receiver twice).
-	batchLen = 8 + fpLag*wire.FPLen
+	batchLen = 8 + fpBatch*wire.FPLen
 )
 
 // queue hands fp to the ring: it sends the batch once fpBatch have
@@ -121,8 +118,8 @@ func (g *Group) compare() {
 			return
 		}
 		k := binary.LittleEndian.Uint64(msg[:])
-		if k == 0 || k > fpLag {
-			l.Broken(left, fmt.Errorf("%w: backend %s: a batch of %d fingerprints (1 to %d)", transport.ErrProtocol, g.be.Name(), k, fpLag))
+		if k == 0 || k > fpBatch {
+			l.Broken(left, fmt.Errorf("%w: backend %s: a batch of %d fingerprints (1 to %d)", transport.ErrProtocol, g.be.Name(), k, fpBatch))
 			return
 		}
 		body := msg[8 : 8+k*wire.FPLen]

@@ -7,10 +7,11 @@
 // order, fingerprints, the deadline, the flight recorder and the comms
 // logger (package backend).
 //
-// Blocking or polled: the MPIs run their blocking collectives with other
-// algorithms than the nonblocking ones (Open MPI 4.1's tuned module
-// against libnbc), about 2x faster from 64 KiB on one host and 3x at 8
-// bytes (BENCHMARKS.md), so the blocking calls are the default. A blocking
+// Blocking or polled: Open MPI runs its blocking collectives with other
+// algorithms than its nonblocking ones (4.1's tuned module against
+// libnbc), on one host 3x faster at 8 bytes, 1.3-1.8x from 1 KiB to 64 KiB
+// and about 2x from 256 KiB (BENCHMARKS.md; MPICH's were not timed), so
+// the blocking calls are the default. A blocking
 // call cannot return at its deadline: a watchdog (backend.Blocker) names
 // the rank behind, writes the error to standard error and ends the job
 // with MPI_Abort, as torch.distributed's NCCL watchdog ends the process.

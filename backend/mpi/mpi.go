@@ -221,9 +221,9 @@ const EnvThread = "GOCCL_MPI_THREAD"
 // EnvWait says how a collective waits for MPI: "block" (the default)
 // makes the blocking call (MPI_Allreduce), "poll" starts the nonblocking
 // one (MPI_Iallreduce) and tests it until it completes. The blocking
-// calls are the faster ones (the MPIs run other algorithms for them: Open
-// MPI's tuned module against libnbc, 2-3x at 8 bytes and at 1 MiB on one
-// host, BENCHMARKS.md); under them the deadline ends the job (a watchdog
+// calls are the faster ones (Open MPI runs other algorithms for them: its
+// tuned module against libnbc, 3x at 8 bytes and 2x at 1 MiB on one host,
+// BENCHMARKS.md; MPICH's were not timed); under them the deadline ends the job (a watchdog
 // names the rank behind, reports it and calls MPI_Abort), where under
 // "poll" the call returns the error first and Close ends the job.
 // Send and Recv are always nonblocking: posted in order when made.
