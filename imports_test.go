@@ -33,6 +33,7 @@ var importRules = []struct {
 	{"internal/cpu", nil},
 	{"internal/flight", []string{"internal/clock", "reduceop"}},
 	{"internal/launch", nil},
+	{"internal/quiet", nil},
 	{"internal/refuse", nil},
 	{"internal/scratch", nil},
 	{"internal/testutil", nil},
@@ -60,7 +61,7 @@ var importRules = []struct {
 
 	// Transports never see an algorithm or the root.
 	{"transport", []string{"internal/scratch"}},
-	{"transport/*", []string{"internal/refuse", "internal/scratch", "transport", "transport/ib"}},
+	{"transport/*", []string{"internal/quiet", "internal/refuse", "internal/scratch", "transport", "transport/ib"}},
 
 	{"store", []string{"internal/refuse"}},
 	{"device", []string{"reduceop"}},

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goccl/goccl/internal/quiet"
 	"github.com/goccl/goccl/internal/scratch"
 	"github.com/goccl/goccl/transport"
 	"golang.org/x/sys/unix"
@@ -176,6 +177,12 @@ func (e *endpoint) newPeer(r int, cs []net.Conn) *peer {
 		setSockOpts(c, cfg.SocketBuffer)
 		if cfg.WrapConn != nil {
 			cs[i] = cfg.WrapConn(r, c)
+		} else if tc, ok := c.(*net.TCPConn); ok {
+			// Out of the runtime's poller: the bytes that land on it
+			// wake no idle thread while a waiter polls (internal/quiet).
+			if q, err := quiet.Wrap(tc); err == nil {
+				cs[i] = q
+			}
 		}
 	}
 	p := &peer{e: e, rank: r, conns: cs, wake: make(chan struct{}, 1), quit: make(chan struct{})}
@@ -617,7 +624,7 @@ func (p *peer) sendQueued(hdrsp *[]byte, vecp *net.Buffers) bool {
 		if rest := p.rest; rest != nil {
 			p.rest = nil
 			p.mu.Unlock()
-			if _, err := rest.bufs.WriteTo(p.conns[0]); err != nil {
+			if _, err := writeBuffers(p.conns[0], &rest.bufs); err != nil {
 				rest.r.Complete(p.sendErr(err))
 				p.fail("send", err)
 				return false
@@ -649,8 +656,8 @@ func (p *peer) sendQueued(hdrsp *[]byte, vecp *net.Buffers) bool {
 						vec = append(vec, ops[i].b)
 					}
 				}
-				w := vec // WriteTo consumes its receiver
-				_, err = w.WriteTo(p.conns[0])
+				w := vec // the write consumes it
+				_, err = writeBuffers(p.conns[0], &w)
 			} else {
 				n = 1
 				err = p.writeStriped(ops[0])
@@ -780,7 +787,7 @@ func (p *peer) writeStriped(op sendOp) error {
 	if err == nil {
 		_, hi := part(n, k, 0)
 		w := net.Buffers{hdr[:], op.b[:hi]}
-		_, err = w.WriteTo(p.conns[0])
+		_, err = writeBuffers(p.conns[0], &w)
 	}
 	for range sent {
 		if e := <-p.wdone; e != nil && err == nil {
@@ -788,4 +795,16 @@ func (p *peer) writeStriped(op sendOp) error {
 		}
 	}
 	return err
+}
+
+// writeBuffers writes all of *bufs to c in vectored writes, consuming
+// them: net.Buffers.WriteTo reaches writev only on the runtime's own
+// connections, and a quiet one (internal/quiet) has its own.
+func writeBuffers(c net.Conn, bufs *net.Buffers) (int64, error) {
+	if q, ok := c.(interface {
+		WriteBuffers(*net.Buffers) (int64, error)
+	}); ok {
+		return q.WriteBuffers(bufs)
+	}
+	return bufs.WriteTo(c)
 }
