@@ -21,8 +21,12 @@
 // (EPOLLONESHOT), and parks its goroutine on a channel that the set's
 // goroutine signals. Between waits the socket is armed for nothing, so a
 // rank that polls its sockets is woken by nothing else. The set's
-// goroutine blocks in epoll_wait on a thread of its own while any Conn is
-// open, and ends with the last Close.
+// goroutine runs while any Conn is open and ends with the last Close; it
+// waits for the set under the runtime's poller, which watches the set's
+// own descriptor (readable while an armed socket is ready), so it holds
+// no thread and no P meanwhile: blocked in epoll_wait in a system call it
+// kept its P until the runtime's monitor took it back, and with
+// GOMAXPROCS 1 nothing else of the process ran meanwhile.
 //
 // The invariants a reader of the code needs:
 //   - Each direction (read, write) has at most one operation in progress,
