@@ -149,6 +149,9 @@ func (r *Rendezvous) connectChoice(ctx context.Context, c Choice, rank, size int
 		shmEp, err := connectShm(ctx, shmConfig{
 			rank: slices.Index(c.Shm, rank), size: len(c.Shm),
 			job: r.segmentJob(), nonce: nonce, spin: r.Spin, yield: r.Yield,
+			// Callers drain the rings where no other transport's polls
+			// share the rank's waits (shm.Config.Help).
+			help: r.Yield && c.Mesh == "",
 		})
 		if err != nil {
 			// shm numbers the ranks of this host from 0.

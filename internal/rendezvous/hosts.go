@@ -250,6 +250,7 @@ type shmConfig struct {
 	job, nonce string
 	spin       time.Duration // 0: shm's default; negative: none
 	yield      bool          // shm.Config.Yield
+	help       bool          // shm.Config.Help
 }
 
 // GroupBlocks returns how many ranks of a group sit on each host when the

@@ -157,6 +157,17 @@
 // its request for Config.Spin as well (transport.Spinner, which stops
 // spinning for a while when it does not pay) before it parks on a channel.
 //
+// With Config.Help (where ranks outnumber cores and every peer is on
+// shared memory) a goroutine waiting on a receive takes the peer's
+// messages that lie whole in one slot off the ring itself, under the
+// drainer's mutex, while the drainer stands back: it sleeps on a channel
+// for at most a millisecond while any caller helps, and takes the rest (a
+// message of several slots, a pulled one, the end of the link), which
+// the helper wakes it for. A rank then has one thread polling instead of
+// two taking turns on the cores, and a message reaches its caller without
+// waiting for the drainer's turn. Close takes the mutex before it unmaps
+// the rings, so a helper is out of them.
+//
 // No message of up to a ring's free slots allocates: the send is copied
 // in by Isend and returns a shared completed request, and a receive comes
 // from the matcher's free list once its owner releases the previous one

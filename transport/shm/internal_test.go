@@ -484,3 +484,65 @@ func TestSegmentBytes(t *testing.T) {
 		t.Errorf("CMA off: SegmentBytes(1) = %d, want 0", got)
 	}
 }
+
+// TestHelp: with Config.Help a caller that waits on a receive takes the
+// peer's one-slot messages off the ring itself, and leaves the rest (a
+// message of several slots, a pulled one) to the drainer; every message
+// arrives whole and in order, both ways at once, posted before it comes or
+// not.
+func TestHelp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eps := pair(t, Config{SlotSize: 256, Slots: 8, Spin: 10 * time.Millisecond, Yield: true, Help: true, CMAThreshold: 4096})
+	// One slot holds 256-slotHdrSize bytes: 8 and 100 bytes fit, 1000
+	// takes several slots, 8192 is pulled.
+	sizes := []int{8, 100, 8, 1000, 8, 8192, 100}
+	const rounds = 300
+	msg := func(from, i, n int) []byte {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(from*7 + i + j)
+		}
+		return b
+	}
+	var wg sync.WaitGroup
+	for me := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ep, peer := eps[me], 1-me
+			for i := range rounds {
+				n := sizes[i%len(sizes)]
+				got := make([]byte, n)
+				var r transport.Request
+				if i%3 != 0 { // else posted after the message may have come
+					r = ep.Irecv(peer, transport.Tag(i), got)
+				}
+				if err := ep.Isend(peer, transport.Tag(i), msg(me, i, n)).Wait(ctx); err != nil {
+					t.Errorf("rank %d send %d: %v", me, i, err)
+					return
+				}
+				if r == nil {
+					r = ep.Irecv(peer, transport.Tag(i), got)
+				}
+				if err := r.Wait(ctx); err != nil {
+					t.Errorf("rank %d receive %d: %v", me, i, err)
+					return
+				}
+				if want := msg(peer, i, n); string(got) != string(want) {
+					t.Errorf("rank %d: message %d of %d bytes differs", me, i, n)
+					return
+				}
+				if rr, ok := r.(transport.Releaser); ok {
+					rr.Release()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	helped := eps[0].peers[1].helped.Load() + eps[1].peers[0].helped.Load()
+	if helped == 0 {
+		t.Error("no caller took a message off the ring itself")
+	}
+	t.Logf("callers took %d of %d messages", helped, 2*rounds)
+}

@@ -73,6 +73,14 @@ type Config struct {
 	// them (sched_yield), as on a host with more ranks than cores
 	// (transport.NewYieldSpinner).
 	Yield bool
+	// Help, with Yield, makes a caller that waits on a receive take the
+	// peer's messages that lie whole in one slot off the ring itself
+	// while the peer's drainer stands back (see helping in shm.go): one
+	// thread a rank polls instead of two. For a rank whose every peer is
+	// on shared memory (4 ranks on 2 cores: a 4 KiB allreduce 4.5x, 64
+	// KiB 2x faster); beside other transports' links it was slower
+	// (DECISIONS.md).
+	Help bool
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
 	MaxMessage int64
@@ -242,6 +250,19 @@ type peer struct {
 
 	_ cpu.CacheLinePad
 
+	// Config.Help: a caller that waits on a receive from
+	// the peer drains the ring's whole one-slot messages itself (help),
+	// and the drainer holds drainMu, as the helper does, while it takes a
+	// message; helpers counts the callers helping, and the drainer sleeps
+	// on bgWake while they do (awaitHelped).
+	drainMu sync.Mutex
+	helpers atomic.Int32
+	bgWake  chan struct{} // capacity 1: wakes the drainer asleep while callers help
+	bgTimer *time.Timer   // the drainer's, for that sleep
+	helped  atomic.Uint64 // messages a helper took (tests)
+
+	_ cpu.CacheLinePad
+
 	// Senders (Isend and the sender goroutine), under mu.
 	mu      sync.Mutex
 	queue   []sendItem
@@ -339,7 +360,7 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 		if to == cfg.Rank {
 			continue
 		}
-		p := &peer{e: e, rank: to, pidfd: -1, wake: make(chan struct{}, 1)}
+		p := &peer{e: e, rank: to, pidfd: -1, wake: make(chan struct{}, 1), bgWake: make(chan struct{}, 1)}
 		e.peers[to] = p
 		name := filepath.Join(cfg.Dir, SegmentName(cfg.JobID, cfg.Nonce, cfg.Rank, to))
 		mem, err := create(name, segSize, cfg, pid)
@@ -518,7 +539,17 @@ func (e *Endpoint) OnPeerLoss(f func(*transport.PeerError)) { e.onLoss.Store(&f)
 
 // Irecv implements transport.Endpoint.
 func (e *Endpoint) Irecv(from int, tag transport.Tag, b []byte) transport.Request {
-	return e.m.Post(from, tag, b)
+	r := e.m.Post(from, tag, b)
+	if e.cfg.Help && e.spin != nil && from != e.cfg.Rank {
+		if pr, ok := r.(*transport.PostedRecv); ok && !pr.IsDone() {
+			if p := e.peers[from]; p != nil {
+				h := helpRecvs.Get().(*helpRecv)
+				h.PostedRecv, h.p = pr, p
+				return h
+			}
+		}
+	}
+	return r
 }
 
 // Isend implements transport.Endpoint. A message that fits in the ring's
@@ -986,37 +1017,201 @@ func (p *peer) waitSpace() error {
 // peer leaves or dies, the ring breaks the protocol, or Close.
 func (p *peer) drain() {
 	defer p.e.wg.Done()
-	r := p.in
+	help := p.e.cfg.Help
 	for {
-		if err := p.next(); err != nil {
-			p.end(err)
-			return
+		if help && !p.awaitHelped() {
+			continue // a helper took the message
 		}
-		h, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, 0)
+		err := p.step()
+		if help {
+			p.drainMu.Unlock()
+		}
 		if err != nil {
 			p.end(err)
 			return
 		}
-		if h.kind == kindCMA || h.kind == kindCMAV {
-			err := p.descriptor(h)
-			p.release()
-			if err == nil {
-				err = p.pull(h.tag, int(h.total))
-			}
-			if err != nil {
-				p.end(err)
-				return
+	}
+}
+
+// step takes the ring's next message, waiting for it (next), and hands it
+// to the matcher.
+func (p *peer) step() error {
+	r := p.in
+	if err := p.next(); err != nil {
+		return err
+	}
+	h, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, 0)
+	if err != nil {
+		return err
+	}
+	if h.kind == kindCMA || h.kind == kindCMAV {
+		err := p.descriptor(h)
+		p.release()
+		if err == nil {
+			err = p.pull(h.tag, int(h.total))
+		}
+		return err
+	}
+	r.chunkLeft = int(h.chunk)
+	r.msgLeft = h.total - uint64(h.chunk)
+	if err := p.e.m.DeliverFrom(p.rank, h.tag, int(h.total), p, p.failRecv); err != nil {
+		return err
+	}
+	p.release()
+	return nil
+}
+
+// Helping (Config.Help): where ranks outnumber cores, a drainer that
+// polls the ring is one more thread taking turns on the cores with the
+// ranks, and a message it delivers reaches the caller only when the
+// caller's thread gets a turn too. So a caller that waits on a receive
+// from the peer polls the ring itself and takes each message that lies
+// whole in one slot (helpStep), as transport/tcp's waiter reads its
+// socket; meanwhile the drainer does not poll (awaitHelped). Anything
+// else (a message of several slots, a descriptor to pull, the end of the
+// link) the helper leaves to the drainer, which it wakes.
+
+// helpIdle is the longest the drainer sleeps while callers help: a
+// message that arrives when no caller waits on the peer any more waits
+// at most this long for the drainer.
+const helpIdle = time.Millisecond
+
+// awaitHelped waits for the ring's next slot (or the end of the link) and
+// returns with drainMu held for step to take it, or false if a helper
+// took it first. While callers help it sleeps on bgWake, for at most
+// helpIdle or until a helper wakes it; else it polls and parks as next
+// does. The sleep is the runtime's (a channel and a timer), not a futex
+// in a system call: a goroutine blocked in a system call keeps its P
+// until the runtime's monitor takes it back, up to 10 ms later, and with
+// two drainers asleep so on two Ps the caller they wait for had none.
+func (p *peer) awaitHelped() bool {
+	r := p.in
+	ready := func() bool {
+		return r.head.Load() != r.tail.Load() || p.e.closing.Load() || p.dead.Load() || r.writerGone.Load() != 0
+	}
+	helped := func() bool { return p.helpers.Load() > 0 }
+	busy := func() bool { return ready() || helped() }
+	for !ready() {
+		if !helped() {
+			if !spinFor(p.e.cfg.Spin, true, busy) {
+				park(r.dataSeq, r.readerSleep, busy)
 			}
 			continue
 		}
-		r.chunkLeft = int(h.chunk)
-		r.msgLeft = h.total - uint64(h.chunk)
-		if err := p.e.m.DeliverFrom(p.rank, h.tag, int(h.total), p, p.failRecv); err != nil {
-			p.end(err)
-			return
+		select {
+		case <-p.bgWake: // stale: taken before the conditions are read
+		default:
 		}
-		p.release()
+		if !ready() && helped() {
+			if p.bgTimer == nil {
+				p.bgTimer = time.NewTimer(helpIdle)
+			} else {
+				p.bgTimer.Reset(helpIdle)
+			}
+			select {
+			case <-p.bgWake:
+			case <-p.bgTimer.C:
+			}
+			p.bgTimer.Stop()
+		}
 	}
+	if !p.drainMu.TryLock() {
+		// A helper is taking a message. Not Lock: a goroutine that
+		// blocks on a mutex is woken through the scheduler, a thread
+		// wake-up a message where ranks outnumber cores.
+		runtime.Gosched()
+		transport.OSYield()
+		return false
+	}
+	if r.head.Load() == r.pos && !p.e.closing.Load() && !p.dead.Load() && r.writerGone.Load() == 0 {
+		p.drainMu.Unlock()
+		return false
+	}
+	return true
+}
+
+// helpStep takes the ring's next message for a caller that waits on a
+// receive from p, if no one else is taking one and it lies whole in one
+// slot, and reports whether it did. A slot of any other kind wakes the
+// drainer, whose it is.
+//
+// Only under drainMu, once the endpoint is not closing, does it touch the
+// ring: Close takes drainMu after it has set closing and before it unmaps
+// the rings (a caller may still be waiting when another goroutine closes
+// the endpoint).
+func (p *peer) helpStep() bool {
+	if !p.drainMu.TryLock() {
+		return false
+	}
+	defer p.drainMu.Unlock()
+	if p.e.closing.Load() || p.dead.Load() || p.lost.Load() {
+		return false
+	}
+	r := p.in
+	h := r.head.Load()
+	if h == r.pos || h-r.pos > r.slots {
+		return false
+	}
+	s := r.slot(r.pos)
+	copy(r.hdrBuf[:], s[:slotHdrSize])
+	hd, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, 0)
+	if err != nil || hd.kind != kindFirst || uint64(hd.chunk) != hd.total {
+		p.wakeDrainer() // the slot is the drainer's
+		return false
+	}
+	r.chunkOff = int(hdrSize+(r.pos%r.slots)*r.slotSize) + slotHdrSize
+	r.held = true
+	r.chunkLeft, r.msgLeft = int(hd.chunk), 0
+	// Reading one slot cannot fail: DeliverFrom's error is only its
+	// reader's.
+	p.e.m.DeliverFrom(p.rank, hd.tag, int(hd.total), p, p.failRecv)
+	p.release()
+	p.helped.Add(1)
+	return true
+}
+
+// wakeDrainer wakes the drainer where it sleeps while callers help.
+func (p *peer) wakeDrainer() {
+	select {
+	case p.bgWake <- struct{}{}:
+	default:
+	}
+}
+
+// helpRecv is a receive from a peer under Config.Help: its waiter helps.
+type helpRecv struct {
+	*transport.PostedRecv
+	p *peer
+}
+
+// helpRecvs holds released helpRecvs for reuse.
+var helpRecvs = sync.Pool{New: func() any { return new(helpRecv) }}
+
+// Wait polls for the receive, taking the peer's messages off the ring
+// meanwhile (helpStep), for the endpoint's spin time; then it waits as a
+// posted receive does.
+func (h *helpRecv) Wait(ctx context.Context) error {
+	r, p := h.PostedRecv, h.p
+	if !r.IsDone() {
+		p.helpers.Add(1)
+		done := p.e.spin.Wait(func() bool { return r.IsDone() || p.helpStep() && r.IsDone() })
+		if p.helpers.Add(-1) == 0 && !done {
+			p.wakeDrainer() // this caller stops polling: the drainer takes over now
+		}
+	}
+	return r.Wait(ctx)
+}
+
+// Release implements transport.Releaser: a completed receive goes back to
+// the matcher and h to helpRecvs; a pending one is left alone.
+func (h *helpRecv) Release() {
+	pr := h.PostedRecv
+	if !pr.IsDone() {
+		return
+	}
+	*h = helpRecv{}
+	pr.Release()
+	helpRecvs.Put(h)
 }
 
 // descriptor reads the held descriptor slot of header h into p.riov,
@@ -1385,6 +1580,7 @@ func (e *Endpoint) monitor() {
 				f.Fd = -1 // poll ignores it from now on
 				p.dead.Store(true)
 				kick(p.in.dataSeq)
+				p.wakeDrainer() // asleep while callers help
 				kick(p.out.spaceSeq)
 				e.wakeBoards()
 			}
@@ -1407,12 +1603,19 @@ func (e *Endpoint) Close() error {
 			p.mu.Lock() // an inline write in Isend is over after this
 			p.mu.Unlock()
 			kick(p.in.dataSeq)
+			p.wakeDrainer()
 			kick(p.out.spaceSeq)
 		}
 		if e.wakeW >= 0 {
 			unix.Write(e.wakeW, []byte{0})
 		}
 		e.wg.Wait()
+		for _, p := range e.peers {
+			if p != nil { // a helper (helpStep) is out of the ring after this
+				p.drainMu.Lock()
+				p.drainMu.Unlock()
+			}
+		}
 		for _, p := range e.peers {
 			if p == nil {
 				continue

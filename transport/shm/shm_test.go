@@ -88,6 +88,20 @@ func TestConformanceYield(t *testing.T) {
 	})
 }
 
+// TestConformanceHelp runs the suite with callers that drain the rings
+// (Config.Help), on rings of 64-byte slots, so that most messages take
+// several slots and go to the drainer, and on the default rings.
+func TestConformanceHelp(t *testing.T) {
+	for _, cfg := range []shm.Config{
+		{SlotSize: 64, Slots: 4, Spin: 10 * time.Millisecond, Yield: true, Help: true},
+		{Spin: 10 * time.Millisecond, Yield: true, Help: true},
+	} {
+		t.Run(fmt.Sprintf("slot%d", cfg.SlotSize), func(t *testing.T) {
+			transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint { return endpoints(connectAll(t, size, cfg)) })
+		})
+	}
+}
+
 // TestConnectTimeout: a rank whose peer never comes gives up when its
 // context ends and leaves no segment behind.
 func TestConnectTimeout(t *testing.T) {
