@@ -12,37 +12,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl/internal/testutil"
 )
 
 // pair returns two ends of a loopback TCP connection, both wrapped.
 func pair(t *testing.T) (a, b net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	d, s := testutil.TCPPair(t)
+	var err error
+	if a, err = Wrap(d); err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			acc <- nil
-			return
-		}
-		acc <- c
-	}()
-	d, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-acc
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	if a, err = Wrap(d.(*net.TCPConn)); err != nil {
-		t.Fatal(err)
-	}
-	if b, err = Wrap(s.(*net.TCPConn)); err != nil {
+	if b, err = Wrap(s); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })

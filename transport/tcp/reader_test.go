@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/testutil"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -152,25 +153,9 @@ func tcpPair(t *testing.T, sockBuf int) [2]*endpoint {
 
 // tcpPairConfig is tcpPair with the Config that set makes.
 func tcpPairConfig(t *testing.T, set func(*Config)) [2]*endpoint {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
+	a, b := testutil.TCPPair(t)
 	var eps [2]*endpoint
+	var err error
 	for r, c := range []net.Conn{a, b} {
 		cfg := Config{Rank: r, Size: 2, Logger: discardLogger}
 		set(&cfg)
