@@ -66,7 +66,9 @@
 // when it aborts, is abandoned in MPI, which cannot take back a
 // collective in flight. Polled (GOCCL_MPI_WAIT=poll), the call returns
 // goccl's error (ErrTimeout naming the rank behind, ErrMismatch, ...),
-// later calls fail at once, and Close ends the job with MPI_Abort.
+// later calls fail at once, and Close ends the job with MPI_Abort; the
+// abandoned request keeps its buffers pinned until then (MPI may still
+// write them).
 // Blocking (the default), the watchdog reports that error ("goccl: ...
 // ending the job") and calls MPI_Abort at once. A timed-out MPI job
 // cannot continue.

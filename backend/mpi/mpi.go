@@ -251,6 +251,15 @@ type lib struct {
 	// disagreed with goccl's host kernel at init (probeOps): such calls
 	// run on goccl's own path.
 	wrong [16]uint16
+
+	// inflight holds every started request until it completes. A
+	// request whose wait gave up (a deadline, an abort) stays in MPI,
+	// which may still read and write its buffers, and stays here until
+	// the job ends: dropped, the collector would find its Pinner still
+	// pinning and end the process ("found leaking pinned pointer"), and
+	// could free what MPI writes into.
+	inflightMu sync.Mutex
+	inflight   map[*request]struct{}
 }
 
 var (
@@ -260,7 +269,7 @@ var (
 
 func start() *lib {
 	once.Do(func() {
-		l := &lib{reqs: make(chan func())}
+		l := &lib{reqs: make(chan func()), inflight: make(map[*request]struct{})}
 		switch w := os.Getenv(EnvWait); w {
 		case "", "block":
 		case "poll":
@@ -463,6 +472,7 @@ type request struct {
 	done    bool
 	started bool
 	block   bool // made by Block: r.r is not used, and nothing is pinned
+	held    bool // in c.l.inflight
 }
 
 // blk tells a collective's wrapper to make the blocking call. (&r.r goes
@@ -508,6 +518,13 @@ const testTries = 32
 
 func (r *request) finish() {
 	r.done = true
+	if r.held {
+		l := r.c.l
+		l.inflightMu.Lock()
+		delete(l.inflight, r)
+		l.inflightMu.Unlock()
+		r.held = false
+	}
 	r.pin.Unpin()
 	for _, p := range r.cmem {
 		C.free(p)
@@ -577,6 +594,10 @@ func (c *comm) Start(k *backend.Call) (backend.Request, error) {
 		return nil, err
 	}
 	r.started = true
+	c.l.inflightMu.Lock()
+	c.l.inflight[r] = struct{}{}
+	r.held = true
+	c.l.inflightMu.Unlock()
 	return r, nil
 }
 
