@@ -151,7 +151,7 @@ func (r *Rendezvous) connectChoice(ctx context.Context, c Choice, rank, size int
 			job: r.segmentJob(), nonce: nonce, spin: r.Spin, yield: r.Yield,
 			// Callers drain the rings where no other transport's polls
 			// share the rank's waits (shm.Config.Help).
-			help: r.Yield && c.Mesh == "",
+			help: c.Mesh == "",
 		})
 		if err != nil {
 			// shm numbers the ranks of this host from 0.

@@ -486,16 +486,24 @@ func TestSegmentBytes(t *testing.T) {
 }
 
 // TestHelp: with Config.Help a caller that waits on a receive takes the
-// peer's one-slot messages off the ring itself, and leaves the rest (a
-// message of several slots, a pulled one) to the drainer; every message
-// arrives whole and in order, both ways at once, posted before it comes or
-// not.
+// peer's messages whose slots are all published off the ring itself, and
+// leaves the rest (one still being written, a pulled one) to the drainer;
+// every message arrives whole and in order, both ways at once, posted
+// before it comes or not, with the waits of a core a rank and of more
+// ranks than cores.
 func TestHelp(t *testing.T) {
+	for _, yield := range []bool{false, true} {
+		t.Run(fmt.Sprintf("yield=%v", yield), func(t *testing.T) { testHelp(t, yield) })
+	}
+}
+
+func testHelp(t *testing.T, yield bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eps := pair(t, Config{SlotSize: 256, Slots: 8, Spin: 10 * time.Millisecond, Yield: true, Help: true, CMAThreshold: 4096})
+	eps := pair(t, Config{SlotSize: 256, Slots: 8, Spin: 10 * time.Millisecond, Yield: yield, Help: true, CMAThreshold: 4096})
 	// One slot holds 256-slotHdrSize bytes: 8 and 100 bytes fit, 1000
-	// takes several slots, 8192 is pulled.
+	// takes several slots (in 8, a writer may wait for room), 8192 is
+	// pulled.
 	sizes := []int{8, 100, 8, 1000, 8, 8192, 100}
 	const rounds = 300
 	msg := func(from, i, n int) []byte {

@@ -73,13 +73,14 @@ type Config struct {
 	// them (sched_yield), as on a host with more ranks than cores
 	// (transport.NewYieldSpinner).
 	Yield bool
-	// Help, with Yield, makes a caller that waits on a receive take the
-	// peer's messages that lie whole in one slot off the ring itself
-	// while the peer's drainer stands back (see helping in shm.go): one
-	// thread a rank polls instead of two. For a rank whose every peer is
-	// on shared memory (4 ranks on 2 cores: a 4 KiB allreduce 4.5x, 64
-	// KiB 2x faster); beside other transports' links it was slower
-	// (DECISIONS.md).
+	// Help makes a caller that waits on a receive take the peer's
+	// messages whose slots are all published off the ring itself while
+	// the peer's drainer stands back (see helping in shm.go): no hand-off
+	// between goroutines a message, and one thread a rank polls instead
+	// of two. For a rank whose every peer is on shared memory (2 bound
+	// ranks: 8 B over messages 2x, 16 KiB 1.1x faster; 4 ranks on 2
+	// cores: 4 KiB 4.5x, 64 KiB 2x); beside other transports' links
+	// where ranks outnumber cores it was slower (DECISIONS.md).
 	Help bool
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
@@ -1061,15 +1062,16 @@ func (p *peer) step() error {
 	return nil
 }
 
-// Helping (Config.Help): where ranks outnumber cores, a drainer that
-// polls the ring is one more thread taking turns on the cores with the
-// ranks, and a message it delivers reaches the caller only when the
-// caller's thread gets a turn too. So a caller that waits on a receive
-// from the peer polls the ring itself and takes each message that lies
-// whole in one slot (helpStep), as transport/tcp's waiter reads its
+// Helping (Config.Help): a message the drainer delivers reaches the
+// caller only once the caller's goroutine runs again: with a P a rank
+// (GOMAXPROCS 1) the two hand the P to each other with runtime.Gosched on
+// every message, and where ranks outnumber cores the drainer is one more
+// thread taking turns on the cores. So a caller that waits on a receive
+// from the peer polls the ring itself and takes each message whose slots
+// are all published (helpStep), as transport/tcp's waiter reads its
 // socket; meanwhile the drainer does not poll (awaitHelped). Anything
-// else (a message of several slots, a descriptor to pull, the end of the
-// link) the helper leaves to the drainer, which it wakes.
+// else (a message still being written, a descriptor to pull, the end of
+// the link) the helper leaves to the drainer, which it wakes.
 
 // helpIdle is the longest the drainer sleeps while callers help: a
 // message that arrives when no caller waits on the peer any more waits
@@ -1093,7 +1095,7 @@ func (p *peer) awaitHelped() bool {
 	busy := func() bool { return ready() || helped() }
 	for !ready() {
 		if !helped() {
-			if !spinFor(p.e.cfg.Spin, true, busy) {
+			if !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, busy) {
 				park(r.dataSeq, r.readerSleep, busy)
 			}
 			continue
@@ -1131,44 +1133,64 @@ func (p *peer) awaitHelped() bool {
 }
 
 // helpStep takes the ring's next message for a caller that waits on a
-// receive from p, if no one else is taking one and it lies whole in one
-// slot, and reports whether it did. A slot of any other kind wakes the
-// drainer, whose it is.
+// receive from p, if no one else is taking one and all its slots are
+// published, and says how it went: took it, found the ring empty, or
+// found the drainer busy or its due (a message still being written, a
+// descriptor to pull: any such slot wakes the drainer).
 //
 // Only under drainMu, once the endpoint is not closing, does it touch the
 // ring: Close takes drainMu after it has set closing and before it unmaps
 // the rings (a caller may still be waiting when another goroutine closes
 // the endpoint).
-func (p *peer) helpStep() bool {
+func (p *peer) helpStep() helpOutcome {
 	if !p.drainMu.TryLock() {
-		return false
+		return helpBusy
 	}
 	defer p.drainMu.Unlock()
 	if p.e.closing.Load() || p.dead.Load() || p.lost.Load() {
-		return false
+		return helpBusy
 	}
 	r := p.in
 	h := r.head.Load()
-	if h == r.pos || h-r.pos > r.slots {
-		return false
+	if h == r.pos {
+		return helpEmpty
+	}
+	if h-r.pos > r.slots {
+		p.wakeDrainer() // a broken ring: the drainer says so
+		return helpBusy
 	}
 	s := r.slot(r.pos)
 	copy(r.hdrBuf[:], s[:slotHdrSize])
 	hd, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, 0)
-	if err != nil || hd.kind != kindFirst || uint64(hd.chunk) != hd.total {
+	// A message whose every slot is published already: its later slots
+	// are read (Read, next) without a wait. Where ranks outnumber cores,
+	// one slot's only: taking longer ones measured no better there (4
+	// ranks on 2 cores, 1 MiB: 218-945 us against 220-353).
+	n := (hd.total + uint64(r.cap) - 1) / uint64(r.cap)
+	whole := err == nil && hd.kind == kindFirst && h-r.pos >= n && (n <= 1 || !p.e.cfg.Yield)
+	if !whole {
 		p.wakeDrainer() // the slot is the drainer's
-		return false
+		return helpBusy
 	}
 	r.chunkOff = int(hdrSize+(r.pos%r.slots)*r.slotSize) + slotHdrSize
 	r.held = true
-	r.chunkLeft, r.msgLeft = int(hd.chunk), 0
-	// Reading one slot cannot fail: DeliverFrom's error is only its
-	// reader's.
+	r.chunkLeft, r.msgLeft = int(hd.chunk), hd.total-uint64(hd.chunk)
+	// Reading published slots cannot fail: DeliverFrom's error is only
+	// its reader's.
 	p.e.m.DeliverFrom(p.rank, hd.tag, int(hd.total), p, p.failRecv)
 	p.release()
 	p.helped.Add(1)
-	return true
+	return helpTook
 }
+
+// Outcomes of helpStep.
+type helpOutcome int
+
+const (
+	helpTook  helpOutcome = iota // delivered the next message
+	helpEmpty                    // nothing published
+	helpBusy                     // the drainer's turn: it holds the ring, or the slot is its
+)
 
 // wakeDrainer wakes the drainer where it sleeps while callers help.
 func (p *peer) wakeDrainer() {
@@ -1194,7 +1216,12 @@ func (h *helpRecv) Wait(ctx context.Context) error {
 	r, p := h.PostedRecv, h.p
 	if !r.IsDone() {
 		p.helpers.Add(1)
-		done := p.e.spin.Wait(func() bool { return r.IsDone() || p.helpStep() && r.IsDone() })
+		var done bool
+		if p.e.cfg.Yield {
+			done = p.e.spin.Wait(func() bool { return r.IsDone() || p.helpStep() == helpTook && r.IsDone() })
+		} else {
+			done = p.helpWait(r)
+		}
 		if p.helpers.Add(-1) == 0 && !done {
 			p.wakeDrainer() // this caller stops polling: the drainer takes over now
 		}
@@ -1666,3 +1693,47 @@ func (e *Endpoint) release() {
 	}
 	e.wakeR, e.wakeW = -1, -1
 }
+
+// helpWait is a helper's wait where each rank has a core: it polls r,
+// taking the peer's messages, for the spin time, and gives the P to the
+// process's other goroutines when the drainer has the ring (a message in
+// the making, a pull: with GOMAXPROCS 1 it runs only then) and otherwise
+// every helpPass polls. Spinner.Wait gives it away between every two:
+// each runtime.Gosched takes the scheduler's lock twice and looks for an
+// idle P to wake, which cost as much as the message where the poll itself
+// delivers it.
+func (p *peer) helpWait(r *transport.PostedRecv) bool {
+	s := p.e.spin
+	now := time.Now()
+	d := s.Begin(now) // 0 while spinning is paused (transport.Spinner)
+	if d <= 0 {
+		return r.IsDone() || p.helpStep() == helpTook && r.IsDone()
+	}
+	end, last := now.Add(d), now
+	for i := 1; ; i++ {
+		if r.IsDone() {
+			s.End(last, true, false)
+			return true
+		}
+		st := p.helpStep()
+		if st == helpTook && r.IsDone() {
+			s.End(last, true, false)
+			return true
+		}
+		if st == helpBusy || i%helpPass == 0 {
+			// The drainer's turn, or a pass of the P now and then.
+			runtime.Gosched()
+			t := time.Now()
+			// A gap: this thread lost its core, to the drainer's pull
+			// in a system call, say; polling on would take it back.
+			if gap, over := t.Sub(last) > transport.SpinGap, t.After(end); gap || over {
+				s.End(t, false, gap)
+				return false
+			}
+			last = t
+		}
+	}
+}
+
+// helpPass is how many polls helpWait makes between two passes of the P.
+const helpPass = 64

@@ -89,14 +89,18 @@ func TestConformanceYield(t *testing.T) {
 }
 
 // TestConformanceHelp runs the suite with callers that drain the rings
-// (Config.Help), on rings of 64-byte slots, so that most messages take
-// several slots and go to the drainer, and on the default rings.
+// (Config.Help), on rings of 4 slots of 64 bytes, where most messages take
+// several slots and their writers wait for room, and on the default
+// rings, each with the waits of more ranks than cores and of a core a
+// rank.
 func TestConformanceHelp(t *testing.T) {
 	for _, cfg := range []shm.Config{
 		{SlotSize: 64, Slots: 4, Spin: 10 * time.Millisecond, Yield: true, Help: true},
 		{Spin: 10 * time.Millisecond, Yield: true, Help: true},
+		{SlotSize: 64, Slots: 4, Help: true},
+		{Help: true},
 	} {
-		t.Run(fmt.Sprintf("slot%d", cfg.SlotSize), func(t *testing.T) {
+		t.Run(fmt.Sprintf("slot%d-yield=%v", cfg.SlotSize, cfg.Yield), func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint { return endpoints(connectAll(t, size, cfg)) })
 		})
 	}
