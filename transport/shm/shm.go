@@ -78,7 +78,7 @@ type Config struct {
 	// the peer's drainer stands back (see helping in shm.go): no hand-off
 	// between goroutines a message, and one thread a rank polls instead
 	// of two. For a rank whose every peer is on shared memory (2 bound
-	// ranks: 8 B over messages 2x, 16 KiB 1.1x faster; 4 ranks on 2
+	// ranks: 8 B over messages 2x, 16 KiB 1.2x faster; 4 ranks on 2
 	// cores: 4 KiB 4.5x, 64 KiB 2x); beside other transports' links
 	// where ranks outnumber cores it was slower (DECISIONS.md).
 	Help bool
