@@ -159,19 +159,22 @@ func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 	defer c.wr.mu.Unlock()
 	var total int64
 	for {
-		if err := c.check(&c.wr); err != nil {
-			return total, c.opError("write", err)
-		}
 		for len(*bufs) > 0 && len((*bufs)[0]) == 0 {
 			*bufs = (*bufs)[1:]
 		}
 		if len(*bufs) == 0 {
-			return total, nil
+			return total, nil // all written: a Close since then does not undo it
+		}
+		if err := c.check(&c.wr); err != nil {
+			return total, c.opError("write", err)
 		}
 		n, err := writevFD(c.fd, *bufs)
 		if n > 0 {
 			total += int64(n)
 			consume(bufs, n)
+		}
+		if afterWrite != nil {
+			afterWrite(c)
 		}
 		switch {
 		case err == nil:
@@ -260,6 +263,9 @@ func (c *Conn) raw(op string, d *direction, events uint32, f func(fd uintptr) bo
 		}
 	}
 }
+
+// afterWrite, if set (tests), runs after each writev of WriteBuffers.
+var afterWrite func(*Conn)
 
 // consume drops the first n bytes of *bufs.
 func consume(bufs *net.Buffers, n int) {

@@ -206,3 +206,18 @@ func TestSetStops(t *testing.T) {
 		t.Fatalf("%d Conns still in the set", open)
 	}
 }
+
+// TestWriteDoneStaysDone: a write whose bytes have all gone succeeds,
+// though its deadline passes (or the conn is closed) after the last
+// writev: the sender must not take a delivered message for a lost one.
+func TestWriteDoneStaysDone(t *testing.T) {
+	a, b := pair(t)
+	afterWrite = func(c *Conn) { c.SetWriteDeadline(time.Unix(1, 0)) }
+	t.Cleanup(func() { afterWrite = nil })
+	if n, err := a.Write([]byte("done")); n != 4 || err != nil {
+		t.Fatalf("Write = %d, %v; want 4, nil", n, err)
+	}
+	if _, err := io.ReadFull(b, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+}
