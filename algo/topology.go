@@ -478,7 +478,7 @@ func cheapest(c Collective, bytes, n int, as []Algorithm, t Topology) Algorithm 
 // over each link, and the model tells them apart only by the doubling's
 // fewer latencies, which stop counting as the size grows. Measured, the
 // two are level on one host, and on 4 emulated hosts of one rank (2
-// Gbit/s, 100 us) the ring reached 0.80-0.82 of the link limit at 16 MiB
+// Gbit/s, 100 us) the ring reached 0.80-0.84 of the link limit at 16 MiB
 // where the doubling reached 0.49-0.55, with no loss on either (BENCHMARKS.md,
 // "Allgather and reduce-scatter on emulated hosts"). So where the model
 // calls them within 2%, the ring goes.

@@ -157,16 +157,19 @@
 // its request for Config.Spin as well (transport.Spinner, which stops
 // spinning for a while when it does not pay) before it parks on a channel.
 //
-// With Config.Help (where ranks outnumber cores and every peer is on
-// shared memory) a goroutine waiting on a receive takes the peer's
-// messages that lie whole in one slot off the ring itself, under the
-// drainer's mutex, while the drainer stands back: it sleeps on a channel
-// for at most a millisecond while any caller helps, and takes the rest (a
-// message of several slots, a pulled one, the end of the link), which
-// the helper wakes it for. A rank then has one thread polling instead of
-// two taking turns on the cores, and a message reaches its caller without
-// waiting for the drainer's turn. Close takes the mutex before it unmaps
-// the rings, so a helper is out of them.
+// With Config.Help (every peer on shared memory: the rendezvous sets it
+// for a job of one host) a goroutine waiting on a receive takes the
+// peer's messages off the ring itself, under the drainer's mutex, while
+// the drainer stands back: it sleeps on a channel for at most a
+// millisecond while any caller helps, and takes the rest (a message still
+// being written, a pulled one, the end of the link), which the helper
+// wakes it for. With a core a rank the helper takes any message whose
+// slots are all published, and gives up the processor only when the
+// drainer has the ring or every 64 polls; where ranks outnumber cores it
+// takes one-slot messages and yields between polls. A message then
+// reaches its caller without a hand-off between goroutines, and a rank
+// has one thread polling instead of two. Close takes the mutex before it
+// unmaps the rings, so a helper is out of them.
 //
 // No message of up to a ring's free slots allocates: the send is copied
 // in by Isend and returns a shared completed request, and a receive comes

@@ -251,11 +251,11 @@ type peer struct {
 
 	_ cpu.CacheLinePad
 
-	// Config.Help: a caller that waits on a receive from
-	// the peer drains the ring's whole one-slot messages itself (help),
-	// and the drainer holds drainMu, as the helper does, while it takes a
-	// message; helpers counts the callers helping, and the drainer sleeps
-	// on bgWake while they do (awaitHelped).
+	// Config.Help: a caller that waits on a receive from the peer takes
+	// messages off the ring itself (helpStep), and the drainer holds
+	// drainMu, as the helper does, while it takes a message; helpers
+	// counts the callers helping, and the drainer sleeps on bgWake while
+	// they do (awaitHelped).
 	drainMu sync.Mutex
 	helpers atomic.Int32
 	bgWake  chan struct{} // capacity 1: wakes the drainer asleep while callers help
@@ -1229,6 +1229,50 @@ func (h *helpRecv) Wait(ctx context.Context) error {
 	return r.Wait(ctx)
 }
 
+// helpWait is a helper's wait where each rank has a core: it polls r,
+// taking the peer's messages, for the spin time, and gives the P to the
+// process's other goroutines when the drainer has the ring (a message in
+// the making, a pull: with GOMAXPROCS 1 it runs only then) and otherwise
+// every helpPass polls. Spinner.Wait gives it away between every two:
+// each runtime.Gosched takes the scheduler's lock twice and looks for an
+// idle P to wake, which cost as much as the message where the poll itself
+// delivers it.
+func (p *peer) helpWait(r *transport.PostedRecv) bool {
+	s := p.e.spin
+	now := time.Now()
+	d := s.Begin(now) // 0 while spinning is paused (transport.Spinner)
+	if d <= 0 {
+		return r.IsDone() || p.helpStep() == helpTook && r.IsDone()
+	}
+	end, last := now.Add(d), now
+	for i := 1; ; i++ {
+		if r.IsDone() {
+			s.End(last, true, false)
+			return true
+		}
+		st := p.helpStep()
+		if st == helpTook && r.IsDone() {
+			s.End(last, true, false)
+			return true
+		}
+		if st == helpBusy || i%helpPass == 0 {
+			// The drainer's turn, or a pass of the P now and then.
+			runtime.Gosched()
+			t := time.Now()
+			// A gap: this thread lost its core, to the drainer's pull
+			// in a system call, say; polling on would take it back.
+			if gap, over := t.Sub(last) > transport.SpinGap, t.After(end); gap || over {
+				s.End(t, false, gap)
+				return false
+			}
+			last = t
+		}
+	}
+}
+
+// helpPass is how many polls helpWait makes between two passes of the P.
+const helpPass = 64
+
 // Release implements transport.Releaser: a completed receive goes back to
 // the matcher and h to helpRecvs; a pending one is left alone.
 func (h *helpRecv) Release() {
@@ -1693,47 +1737,3 @@ func (e *Endpoint) release() {
 	}
 	e.wakeR, e.wakeW = -1, -1
 }
-
-// helpWait is a helper's wait where each rank has a core: it polls r,
-// taking the peer's messages, for the spin time, and gives the P to the
-// process's other goroutines when the drainer has the ring (a message in
-// the making, a pull: with GOMAXPROCS 1 it runs only then) and otherwise
-// every helpPass polls. Spinner.Wait gives it away between every two:
-// each runtime.Gosched takes the scheduler's lock twice and looks for an
-// idle P to wake, which cost as much as the message where the poll itself
-// delivers it.
-func (p *peer) helpWait(r *transport.PostedRecv) bool {
-	s := p.e.spin
-	now := time.Now()
-	d := s.Begin(now) // 0 while spinning is paused (transport.Spinner)
-	if d <= 0 {
-		return r.IsDone() || p.helpStep() == helpTook && r.IsDone()
-	}
-	end, last := now.Add(d), now
-	for i := 1; ; i++ {
-		if r.IsDone() {
-			s.End(last, true, false)
-			return true
-		}
-		st := p.helpStep()
-		if st == helpTook && r.IsDone() {
-			s.End(last, true, false)
-			return true
-		}
-		if st == helpBusy || i%helpPass == 0 {
-			// The drainer's turn, or a pass of the P now and then.
-			runtime.Gosched()
-			t := time.Now()
-			// A gap: this thread lost its core, to the drainer's pull
-			// in a system call, say; polling on would take it back.
-			if gap, over := t.Sub(last) > transport.SpinGap, t.After(end); gap || over {
-				s.End(t, false, gap)
-				return false
-			}
-			last = t
-		}
-	}
-}
-
-// helpPass is how many polls helpWait makes between two passes of the P.
-const helpPass = 64
