@@ -282,17 +282,22 @@ fi
 # The emulated hosts share this machine's cores, which no rank can tell
 # from its launcher (each host has L ranks): where H x L exceeds them the
 # ranks wait as on an oversubscribed host (GOCCL_SPIN=yield, polls that
-# yield the core), as Open MPI is run with mpi_yield_when_idle. A
-# GOCCL_SPIN in the environment wins.
+# yield the core), as Open MPI is run with mpi_yield_when_idle, and with
+# GOMAXPROCS 1, as goccl run gives a rank its share of the cores (at
+# least one P). A GOCCL_SPIN or GOMAXPROCS in the environment wins.
 spin=${GOCCL_SPIN:-}
-if [ -z "$spin" ] && [ $((H * L)) -gt "$(nproc)" ]; then spin=yield; fi
+procs=${GOMAXPROCS:-}
+if [ $((H * L)) -gt "$(nproc)" ]; then
+	[ -n "$spin" ] || spin=yield
+	[ -n "$procs" ] || procs=1
+fi
 
 paths=goccl
 [ -z "$MPI" ] || paths="$paths ompi-tuned ompi-han"
 [ -z "$GLOO" ] || [ "$OP" = reducescatter ] || paths="$paths gloo"
 echo "# hosts-bench: $H hosts x $L ranks, each host's link $RATE each way (htb), $delay_note;" \
 	"$OP, $W warm-up + $ITERS timed iterations a size, median of $ROUNDS rounds; paths: $paths, alternated within each round"
-echo "# goccl: goccl bench -join -transport auto${ALGO:+ -algo $ALGO}, GOCCL_SPIN=${spin:-default}$([ "$OP" = allreduce ] && echo ", in place")"
+echo "# goccl: goccl bench -join -transport auto${ALGO:+ -algo $ALGO}, GOCCL_SPIN=${spin:-default}, GOMAXPROCS=${procs:-default}$([ "$OP" = allreduce ] && echo ", in place")"
 [ -z "$GLOO" ] || [ "$OP" != reducescatter ] || echo "# gloo: left out, torch $("$PY" -c 'import torch; print(torch.__version__)')'s gloo has no reduce-scatter"
 [ -z "$GLOO" ] || [ "$OP" = reducescatter ] || echo "# gloo: torch.distributed's gloo backend from $PY, TCP between every two ranks (over lo within a host), $([ "$OP" = allreduce ] && echo "all_reduce in place" || echo "all_gather (a tensor a rank)")"
 [ -z "$MPI" ] || echo "# ompi-*: Open MPI $(mpirun --version 2>/dev/null | sed -n 's/.*Open MPI) //p' | head -1), a node a host (hostfile, rsh agent into the namespace), pml ob1, btl self,vader,tcp, mpi_yield_when_idle 1, out of place; ompi-han: coll_han_priority 100 (reduce-scatter is tuned's under it: 4.1's HAN has none)"
@@ -313,7 +318,7 @@ run_ranks() { # out port name command...
 		h=$((r / L))
 		inhost "$h" env -u GOCCL_TRANSPORT -u GOCCL_ALGO \
 			RANK=$r WORLD_SIZE=$N LOCAL_RANK=$((r % L)) LOCAL_WORLD_SIZE=$L \
-			MASTER_ADDR=$master MASTER_PORT=$port GOCCL_IFNAME=eth0 GOCCL_SPIN=$spin GLOO_SOCKET_IFNAME=eth0 \
+			MASTER_ADDR=$master MASTER_PORT=$port GOCCL_IFNAME=eth0 GOCCL_SPIN=$spin GOMAXPROCS=$procs GLOO_SOCKET_IFNAME=eth0 \
 			"$@" >"$tmp/rank$r.out" 2>"$tmp/rank$r.err" &
 		pids+=($!)
 	done

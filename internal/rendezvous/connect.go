@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 
@@ -150,8 +151,11 @@ func (r *Rendezvous) connectChoice(ctx context.Context, c Choice, rank, size int
 			rank: slices.Index(c.Shm, rank), size: len(c.Shm),
 			job: r.segmentJob(), nonce: nonce, spin: r.Spin, yield: r.Yield,
 			// Callers drain the rings where no other transport's polls
-			// share the rank's waits (shm.Config.Help).
-			help: c.Mesh == "",
+			// share the rank's waits, and beside them where ranks
+			// outnumber cores and a rank has one P, whose drainers then
+			// stand back (shm.Config.Help, StandBack).
+			help:      c.Mesh == "" || r.Yield && runtime.GOMAXPROCS(0) == 1,
+			standBack: c.Mesh != "" && r.Yield,
 		})
 		if err != nil {
 			// shm numbers the ranks of this host from 0.

@@ -493,17 +493,22 @@ func TestSegmentBytes(t *testing.T) {
 // ranks than cores.
 func TestHelp(t *testing.T) {
 	for _, yield := range []bool{false, true} {
-		t.Run(fmt.Sprintf("yield=%v", yield), func(t *testing.T) { testHelp(t, yield) })
+		for _, standBack := range []bool{false, true} {
+			t.Run(fmt.Sprintf("yield=%v/standback=%v", yield, standBack), func(t *testing.T) { testHelp(t, yield, standBack) })
+		}
 	}
 }
 
-func testHelp(t *testing.T, yield bool) {
+func testHelp(t *testing.T, yield, standBack bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eps := pair(t, Config{SlotSize: 256, Slots: 8, Spin: 10 * time.Millisecond, Yield: yield, Help: true, CMAThreshold: 4096})
+	const spin = 10 * time.Millisecond
+	eps := pair(t, Config{SlotSize: 256, Slots: 8, Spin: spin, Yield: yield, Help: true, StandBack: standBack, CMAThreshold: 4096})
 	// One slot holds 256-slotHdrSize bytes: 8 and 100 bytes fit, 1000
 	// takes several slots (in 8, a writer may wait for room), 8192 is
-	// pulled.
+	// pulled. Every 50th message is sent late, after the receiver's
+	// helper has given up polling and parked: with StandBack the drainer
+	// then waits for the writer's wake-up instead of standing back.
 	sizes := []int{8, 100, 8, 1000, 8, 8192, 100}
 	const rounds = 300
 	msg := func(from, i, n int) []byte {
@@ -525,6 +530,9 @@ func testHelp(t *testing.T, yield bool) {
 				var r transport.Request
 				if i%3 != 0 { // else posted after the message may have come
 					r = ep.Irecv(peer, transport.Tag(i), got)
+				}
+				if i%50 == 49 {
+					time.Sleep(spin + spin/2)
 				}
 				if err := ep.Isend(peer, transport.Tag(i), msg(me, i, n)).Wait(ctx); err != nil {
 					t.Errorf("rank %d send %d: %v", me, i, err)

@@ -80,8 +80,20 @@ type Config struct {
 	// of two. For a rank whose every peer is on shared memory (2 bound
 	// ranks: 8 B over messages 2x, 16 KiB 1.2x faster; 4 ranks on 2
 	// cores: 4 KiB 4.5x, 64 KiB 2x); beside other transports' links
-	// where ranks outnumber cores it was slower (DECISIONS.md).
+	// where ranks outnumber cores, with StandBack, for a rank of one P
+	// (with two it was slower: DECISIONS.md).
 	Help bool
+	// StandBack, with Help, keeps the drainer from polling at all: it
+	// sleeps until a helper finds a message it leaves to the drainer (one
+	// in the making, a descriptor to pull), or for helpIdle, and helpers
+	// take whole messages of any length. For a rank of one P whose ranks
+	// outnumber cores beside other transports' links: there a drainer
+	// polls whenever no caller waits on its peer, which, with several
+	// peers on the host, is most of the time, and every drainer that
+	// polls is one more thread taking turns on the cores (2 emulated
+	// hosts of 4 ranks on 2 cores, 8 B: 253-635 us to 107-190; 64 KiB
+	// 2.0-2.3 ms to 0.47-0.50).
+	StandBack bool
 	// MaxMessage is the largest message accepted from a peer
 	// (DefaultMaxMessage); a slot announcing more is a protocol error.
 	MaxMessage int64
@@ -258,9 +270,13 @@ type peer struct {
 	// they do (awaitHelped).
 	drainMu sync.Mutex
 	helpers atomic.Int32
-	bgWake  chan struct{} // capacity 1: wakes the drainer asleep while callers help
-	bgTimer *time.Timer   // the drainer's, for that sleep
-	helped  atomic.Uint64 // messages a helper took (tests)
+	// unhelped: the last helper stopped polling before its message came
+	// (it waits parked); a drainer that stands back (Config.StandBack)
+	// then waits as one that does not, until a caller helps again.
+	unhelped atomic.Bool
+	bgWake   chan struct{} // capacity 1: wakes the drainer asleep while callers help
+	bgTimer  *time.Timer   // the drainer's, for that sleep
+	helped   atomic.Uint64 // messages a helper took (tests)
 
 	_ cpu.CacheLinePad
 
@@ -1080,9 +1096,10 @@ const helpIdle = time.Millisecond
 
 // awaitHelped waits for the ring's next slot (or the end of the link) and
 // returns with drainMu held for step to take it, or false if a helper
-// took it first. While callers help it sleeps on bgWake, for at most
-// helpIdle or until a helper wakes it; else it polls and parks as next
-// does. The sleep is the runtime's (a channel and a timer), not a futex
+// took it first. While callers help (with Config.StandBack: unless the
+// last one stopped before its message came) it sleeps on bgWake, for at
+// most helpIdle or until a helper wakes it; else it polls and parks as
+// next does (with StandBack: parks). The sleep is the runtime's (a channel and a timer), not a futex
 // in a system call: a goroutine blocked in a system call keeps its P
 // until the runtime's monitor takes it back, up to 10 ms later, and with
 // two drainers asleep so on two Ps the caller they wait for had none.
@@ -1091,11 +1108,13 @@ func (p *peer) awaitHelped() bool {
 	ready := func() bool {
 		return r.head.Load() != r.tail.Load() || p.e.closing.Load() || p.dead.Load() || r.writerGone.Load() != 0
 	}
-	helped := func() bool { return p.helpers.Load() > 0 }
+	helped := func() bool { return p.helpers.Load() > 0 || p.e.cfg.StandBack && !p.unhelped.Load() }
 	busy := func() bool { return ready() || helped() }
 	for !ready() {
 		if !helped() {
-			if !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, busy) {
+			// With StandBack: a caller stopped waiting before its
+			// message came, and the writer's wake-up is the quickest.
+			if p.e.cfg.StandBack || !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, busy) {
 				park(r.dataSeq, r.readerSleep, busy)
 			}
 			continue
@@ -1164,10 +1183,11 @@ func (p *peer) helpStep() helpOutcome {
 	hd, err := parseSlot(r.hdrBuf[:], r.cap, p.e.maxMsg, 0)
 	// A message whose every slot is published already: its later slots
 	// are read (Read, next) without a wait. Where ranks outnumber cores,
-	// one slot's only: taking longer ones measured no better there (4
-	// ranks on 2 cores, 1 MiB: 218-945 us against 220-353).
+	// one slot's only, unless the drainer stands back: taking longer ones
+	// measured no better while it polled (4 ranks on 2 cores, 1 MiB:
+	// 218-945 us against 220-353).
 	n := (hd.total + uint64(r.cap) - 1) / uint64(r.cap)
-	whole := err == nil && hd.kind == kindFirst && h-r.pos >= n && (n <= 1 || !p.e.cfg.Yield)
+	whole := err == nil && hd.kind == kindFirst && h-r.pos >= n && (n <= 1 || !p.e.cfg.Yield || p.e.cfg.StandBack)
 	if !whole {
 		p.wakeDrainer() // the slot is the drainer's
 		return helpBusy
@@ -1216,6 +1236,9 @@ func (h *helpRecv) Wait(ctx context.Context) error {
 	r, p := h.PostedRecv, h.p
 	if !r.IsDone() {
 		p.helpers.Add(1)
+		if p.unhelped.Load() {
+			p.unhelped.Store(false)
+		}
 		var done bool
 		if p.e.cfg.Yield {
 			done = p.e.spin.Wait(func() bool { return r.IsDone() || p.helpStep() == helpTook && r.IsDone() })
@@ -1223,6 +1246,7 @@ func (h *helpRecv) Wait(ctx context.Context) error {
 			done = p.helpWait(r)
 		}
 		if p.helpers.Add(-1) == 0 && !done {
+			p.unhelped.Store(true)
 			p.wakeDrainer() // this caller stops polling: the drainer takes over now
 		}
 	}

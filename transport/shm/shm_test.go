@@ -97,10 +97,12 @@ func TestConformanceHelp(t *testing.T) {
 	for _, cfg := range []shm.Config{
 		{SlotSize: 64, Slots: 4, Spin: 10 * time.Millisecond, Yield: true, Help: true},
 		{Spin: 10 * time.Millisecond, Yield: true, Help: true},
+		{SlotSize: 64, Slots: 4, Spin: 10 * time.Millisecond, Yield: true, Help: true, StandBack: true},
+		{Spin: 10 * time.Millisecond, Yield: true, Help: true, StandBack: true},
 		{SlotSize: 64, Slots: 4, Help: true},
 		{Help: true},
 	} {
-		t.Run(fmt.Sprintf("slot%d-yield=%v", cfg.SlotSize, cfg.Yield), func(t *testing.T) {
+		t.Run(fmt.Sprintf("slot%d-yield=%v-standback=%v", cfg.SlotSize, cfg.Yield, cfg.StandBack), func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T, size int) []transport.Endpoint { return endpoints(connectAll(t, size, cfg)) })
 		})
 	}
