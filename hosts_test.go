@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algo"
 	"github.com/goccl/goccl/reduceop"
 )
@@ -60,12 +61,29 @@ func TestHosts(t *testing.T) {
 			model[algo.AllReduce], algo.TwoLevel, hostsPickBytes, hostsH, hostsL)
 	}
 
-	start := time.Now()
 	n := newNetns(t, hostsH)
 	if out, err := exec.Command("ip", "netns", "exec", n.names[0], "unshare", "--uts", "hostname", "x").CombinedOutput(); err != nil {
 		t.Skipf("unshare --uts does not work here: %v: %s", err, out)
 	}
-	outs, err := n.runHosts(t, 60*time.Second, os.Args[0], "-test.run=^TestHosts$", "-test.count=1")
+	// Twice: as ranks with a core each, and as goccl run starts ranks
+	// that outnumber the cores (waits yield the core, one P a rank), where
+	// callers drain the shm rings beside the TCP links and the drainers
+	// stand back (shm.Config.StandBack).
+	for _, mode := range []struct {
+		name string
+		env  []string
+	}{
+		{"own-cores", nil},
+		{"shared-cores", []string{goccl.EnvSpin + "=yield", "GOMAXPROCS=1"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) { n.testHosts(t, model, mode.env) })
+	}
+}
+
+// testHosts is one run of TestHosts' job, its ranks with env added.
+func (n *netns) testHosts(t *testing.T, model map[algo.Collective]algo.Algorithm, env []string) {
+	start := time.Now()
+	outs, err := n.runHosts(t, 60*time.Second, env, os.Args[0], "-test.run=^TestHosts$", "-test.count=1")
 	t.Logf("%d hosts of %d ranks: %v", hostsH, hostsL, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		for r, o := range outs {
@@ -132,9 +150,9 @@ var (
 
 // runHosts starts hostsH·hostsL ranks of argv, rank r on host r/hostsL:
 // in that host's network namespace, in a UTS namespace of its own named
-// for the host, with torchrun's variables, and returns each rank's output
-// and the first failure.
-func (n *netns) runHosts(t *testing.T, timeout time.Duration, argv ...string) ([]string, error) {
+// for the host, with torchrun's variables and extra, and returns each
+// rank's output and the first failure.
+func (n *netns) runHosts(t *testing.T, timeout time.Duration, extra []string, argv ...string) ([]string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -145,11 +163,11 @@ func (n *netns) runHosts(t *testing.T, timeout time.Duration, argv ...string) ([
 	for r := range size {
 		h := r / hostsL
 		var env []string
-		for _, kv := range cleanEnv(
-			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(size),
-			"LOCAL_RANK="+strconv.Itoa(r%hostsL), "LOCAL_WORLD_SIZE="+strconv.Itoa(hostsL),
-			"MASTER_ADDR="+n.addrs[0], "MASTER_PORT=29500",
-			"GOCCL_IFNAME=eth0", envHostsRank+"=1") {
+		for _, kv := range cleanEnv(append([]string{
+			"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(size),
+			"LOCAL_RANK=" + strconv.Itoa(r%hostsL), "LOCAL_WORLD_SIZE=" + strconv.Itoa(hostsL),
+			"MASTER_ADDR=" + n.addrs[0], "MASTER_PORT=29500",
+			"GOCCL_IFNAME=eth0", envHostsRank + "=1"}, extra...)...) {
 			if !strings.HasPrefix(kv, "GOCCL_TRANSPORT=") && !strings.HasPrefix(kv, "GOCCL_ALGO=") {
 				env = append(env, kv)
 			}
