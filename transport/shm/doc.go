@@ -157,8 +157,9 @@
 // its request for Config.Spin as well (transport.Spinner, which stops
 // spinning for a while when it does not pay) before it parks on a channel.
 //
-// With Config.Help (every peer on shared memory: the rendezvous sets it
-// for a job of one host) a goroutine waiting on a receive takes the
+// With Config.Help (the rendezvous sets it for a job of one host, and
+// for a rank of one P whose ranks outnumber cores beside TCP links) a
+// goroutine waiting on a receive takes the
 // peer's messages off the ring itself, under the drainer's mutex, while
 // the drainer stands back: it sleeps on a channel for at most a
 // millisecond while any caller helps, and takes the rest (a message still
@@ -168,8 +169,12 @@
 // drainer has the ring or every 64 polls; where ranks outnumber cores it
 // takes one-slot messages and yields between polls. A message then
 // reaches its caller without a hand-off between goroutines, and a rank
-// has one thread polling instead of two. Close takes the mutex before it
-// unmaps the rings, so a helper is out of them.
+// has one thread polling instead of two. With Config.StandBack (the
+// second case) the drainer does not poll even while no caller helps: it
+// sleeps until a helper wakes it, or for the millisecond, and parks on
+// the writer's wake-up once the last helper has given up waiting; the
+// helper then takes whole messages of any length. Close takes the mutex
+// before it unmaps the rings, so a helper is out of them.
 //
 // No message of up to a ring's free slots allocates: the send is copied
 // in by Isend and returns a shared completed request, and a receive comes
