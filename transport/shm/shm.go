@@ -276,6 +276,7 @@ type peer struct {
 	unhelped atomic.Bool
 	bgWake   chan struct{} // capacity 1: wakes the drainer asleep while callers help
 	bgTimer  *time.Timer   // the drainer's, for that sleep
+	bgIdle   time.Duration // its next sleep while standing back unhelped (helpIdle to helpIdleMax)
 	helped   atomic.Uint64 // messages a helper took (tests)
 
 	_ cpu.CacheLinePad
@@ -377,7 +378,7 @@ func Connect(ctx context.Context, cfg Config) (*Endpoint, error) {
 		if to == cfg.Rank {
 			continue
 		}
-		p := &peer{e: e, rank: to, pidfd: -1, wake: make(chan struct{}, 1), bgWake: make(chan struct{}, 1)}
+		p := &peer{e: e, rank: to, pidfd: -1, wake: make(chan struct{}, 1), bgWake: make(chan struct{}, 1), bgIdle: helpIdle}
 		e.peers[to] = p
 		name := filepath.Join(cfg.Dir, SegmentName(cfg.JobID, cfg.Nonce, cfg.Rank, to))
 		mem, err := create(name, segSize, cfg, pid)
@@ -1094,6 +1095,12 @@ func (p *peer) step() error {
 // at most this long for the drainer.
 const helpIdle = time.Millisecond
 
+// helpIdleMax is the longest a drainer that stands back (Config.StandBack)
+// sleeps while no caller waits on its peer, its sleeps doubling from
+// helpIdle while it finds nothing: idle, a rank's drainers would
+// otherwise wake a thousand times a second each.
+const helpIdleMax = 16 * time.Millisecond
+
 // awaitHelped waits for the ring's next slot (or the end of the link) and
 // returns with drainMu held for step to take it, or false if a helper
 // took it first. While callers help (with Config.StandBack: unless the
@@ -1124,18 +1131,28 @@ func (p *peer) awaitHelped() bool {
 		default:
 		}
 		if !ready() && helped() {
+			// A drainer that stands back while no caller waits on the
+			// peer sleeps longer each time it finds nothing: a caller
+			// that waits later takes the message itself, or wakes it.
+			d := helpIdle
+			if p.e.cfg.StandBack && p.helpers.Load() == 0 {
+				d = p.bgIdle
+				p.bgIdle = min(2*p.bgIdle, helpIdleMax)
+			}
 			if p.bgTimer == nil {
-				p.bgTimer = time.NewTimer(helpIdle)
+				p.bgTimer = time.NewTimer(d)
 			} else {
-				p.bgTimer.Reset(helpIdle)
+				p.bgTimer.Reset(d)
 			}
 			select {
 			case <-p.bgWake:
+				p.bgIdle = helpIdle
 			case <-p.bgTimer.C:
 			}
 			p.bgTimer.Stop()
 		}
 	}
+	p.bgIdle = helpIdle
 	if !p.drainMu.TryLock() {
 		// A helper is taking a message. Not Lock: a goroutine that
 		// blocks on a mutex is woken through the scheduler, a thread
