@@ -171,7 +171,8 @@
 // reaches its caller without a hand-off between goroutines, and a rank
 // has one thread polling instead of two. With Config.StandBack (the
 // second case) the drainer does not poll even while no caller helps: it
-// sleeps until a helper wakes it, or for the millisecond, and parks on
+// sleeps until a helper wakes it, or for the millisecond (up to 16 while
+// no caller waits on the peer), and parks on
 // the writer's wake-up once the last helper has given up waiting; the
 // helper then takes whole messages of any length. Close takes the mutex
 // before it unmaps the rings, so a helper is out of them.

@@ -85,7 +85,8 @@ type Config struct {
 	Help bool
 	// StandBack, with Help, keeps the drainer from polling at all: it
 	// sleeps until a helper finds a message it leaves to the drainer (one
-	// in the making, a descriptor to pull), or for helpIdle, and helpers
+	// in the making, a descriptor to pull), or for helpIdle (longer while
+	// no caller waits on the peer), and helpers
 	// take whole messages of any length. For a rank of one P whose ranks
 	// outnumber cores beside other transports' links: there a drainer
 	// polls whenever no caller waits on its peer, which, with several
