@@ -172,9 +172,9 @@
 // has one thread polling instead of two. With Config.StandBack (the
 // second case) the drainer does not poll even while no caller helps: it
 // sleeps until a helper wakes it, or for the millisecond (up to 16 while
-// no caller waits on the peer), and parks on
-// the writer's wake-up once the last helper has given up waiting; the
-// helper then takes whole messages of any length. Close takes the mutex
+// no caller waits on the peer and none has given up waiting), never in a
+// futex, whose system call would hold the rank's one P; the helper then
+// takes whole messages of any length. Close takes the mutex
 // before it unmaps the rings, so a helper is out of them.
 //
 // No message of up to a ring's free slots allocates: the send is copied

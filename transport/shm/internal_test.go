@@ -508,7 +508,7 @@ func testHelp(t *testing.T, yield, standBack bool) {
 	// takes several slots (in 8, a writer may wait for room), 8192 is
 	// pulled. Every 50th message is sent late, after the receiver's
 	// helper has given up polling and parked: with StandBack the drainer
-	// then waits for the writer's wake-up instead of standing back.
+	// then delivers it within its shortest sleep.
 	sizes := []int{8, 100, 8, 1000, 8, 8192, 100}
 	const rounds = 300
 	msg := func(from, i, n int) []byte {

@@ -273,7 +273,7 @@ type peer struct {
 	helpers atomic.Int32
 	// unhelped: the last helper stopped polling before its message came
 	// (it waits parked); a drainer that stands back (Config.StandBack)
-	// then waits as one that does not, until a caller helps again.
+	// then looks every helpIdle, until a caller helps again.
 	unhelped atomic.Bool
 	bgWake   chan struct{} // capacity 1: wakes the drainer asleep while callers help
 	bgTimer  *time.Timer   // the drainer's, for that sleep
@@ -1104,10 +1104,10 @@ const helpIdleMax = 16 * time.Millisecond
 
 // awaitHelped waits for the ring's next slot (or the end of the link) and
 // returns with drainMu held for step to take it, or false if a helper
-// took it first. While callers help (with Config.StandBack: unless the
-// last one stopped before its message came) it sleeps on bgWake, for at
-// most helpIdle or until a helper wakes it; else it polls and parks as
-// next does (with StandBack: parks). The sleep is the runtime's (a channel and a timer), not a futex
+// took it first. While callers help (with Config.StandBack: always) it
+// sleeps on bgWake, for at most helpIdle (standing back while no caller
+// waits, longer) or until a helper wakes it; else it polls and parks as
+// next does. The sleep is the runtime's (a channel and a timer), not a futex
 // in a system call: a goroutine blocked in a system call keeps its P
 // until the runtime's monitor takes it back, up to 10 ms later, and with
 // two drainers asleep so on two Ps the caller they wait for had none.
@@ -1116,13 +1116,11 @@ func (p *peer) awaitHelped() bool {
 	ready := func() bool {
 		return r.head.Load() != r.tail.Load() || p.e.closing.Load() || p.dead.Load() || r.writerGone.Load() != 0
 	}
-	helped := func() bool { return p.helpers.Load() > 0 || p.e.cfg.StandBack && !p.unhelped.Load() }
+	helped := func() bool { return p.helpers.Load() > 0 || p.e.cfg.StandBack }
 	busy := func() bool { return ready() || helped() }
 	for !ready() {
 		if !helped() {
-			// With StandBack: a caller stopped waiting before its
-			// message came, and the writer's wake-up is the quickest.
-			if p.e.cfg.StandBack || !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, busy) {
+			if !spinFor(p.e.cfg.Spin, p.e.cfg.Yield, busy) {
 				park(r.dataSeq, r.readerSleep, busy)
 			}
 			continue
@@ -1135,8 +1133,13 @@ func (p *peer) awaitHelped() bool {
 			// A drainer that stands back while no caller waits on the
 			// peer sleeps longer each time it finds nothing: a caller
 			// that waits later takes the message itself, or wakes it.
+			// Not after a caller stopped waiting before its message
+			// came (unhelped): that caller waits on the drainer. Not
+			// the writer's futex either: a goroutine blocked in a
+			// system call keeps the rank's one P, and the caller it
+			// readies would wait for the runtime's monitor to take it.
 			d := helpIdle
-			if p.e.cfg.StandBack && p.helpers.Load() == 0 {
+			if p.e.cfg.StandBack && p.helpers.Load() == 0 && !p.unhelped.Load() {
 				d = p.bgIdle
 				p.bgIdle = min(2*p.bgIdle, helpIdleMax)
 			}
