@@ -147,15 +147,15 @@ func (r *Rendezvous) Connect(ctx context.Context, kind string, rank, size int) (
 func (r *Rendezvous) connectChoice(ctx context.Context, c Choice, rank, size int, nonce string) (transport.Endpoint, error) {
 	var routes []route.Route
 	if c.Shm != nil {
+		// Callers drain the rings where no other transport's polls share
+		// the rank's waits, and beside them where ranks outnumber cores
+		// and a rank has one P, whose drainers then stand back
+		// (shm.Config.Help, StandBack).
+		help := c.Mesh == "" || r.Yield && runtime.GOMAXPROCS(0) == 1
 		shmEp, err := connectShm(ctx, shmConfig{
 			rank: slices.Index(c.Shm, rank), size: len(c.Shm),
 			job: r.segmentJob(), nonce: nonce, spin: r.Spin, yield: r.Yield,
-			// Callers drain the rings where no other transport's polls
-			// share the rank's waits, and beside them where ranks
-			// outnumber cores and a rank has one P, whose drainers then
-			// stand back (shm.Config.Help, StandBack).
-			help:      c.Mesh == "" || r.Yield && runtime.GOMAXPROCS(0) == 1,
-			standBack: c.Mesh != "" && r.Yield,
+			help: help, standBack: help && c.Mesh != "",
 		})
 		if err != nil {
 			// shm numbers the ranks of this host from 0.

@@ -42,7 +42,7 @@ func hostIdentity() (string, error) {
 
 // connectShm connects this host's ranks over transport/shm.
 func connectShm(ctx context.Context, c shmConfig) (transport.Endpoint, error) {
-	return shm.Connect(ctx, shm.Config{Rank: c.rank, Size: c.size, JobID: c.job, Nonce: c.nonce, Spin: c.spin, Yield: c.yield, Help: c.help, StandBack: c.help && c.standBack})
+	return shm.Connect(ctx, shm.Config{Rank: c.rank, Size: c.size, JobID: c.job, Nonce: c.nonce, Spin: c.spin, Yield: c.yield, Help: c.help, StandBack: c.standBack})
 }
 
 // shmRoom fails when the filesystem of transport/shm's segments lacks the

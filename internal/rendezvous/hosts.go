@@ -251,7 +251,7 @@ type shmConfig struct {
 	spin       time.Duration // 0: shm's default; negative: none
 	yield      bool          // shm.Config.Yield
 	help       bool          // shm.Config.Help
-	standBack  bool          // shm.Config.StandBack
+	standBack  bool          // shm.Config.StandBack (only with help)
 }
 
 // GroupBlocks returns how many ranks of a group sit on each host when the
