@@ -49,8 +49,16 @@ check() {
   go test -tags "$tags" -c -o "$bin" ./backend/mpi
 
   run() { # np, then env assignments
+    # A check's ranks write to files of their own (GOCCL_MPI_CHECK_DIR,
+    # TestMain's checkLog): the job ends in MPI_Abort, and MPICH's Hydra
+    # exits on it before it has forwarded what the ranks wrote. Their
+    # files follow the launcher's output.
     local np=$1; shift
-    env "$@" timeout "$limit" "${launcher[@]}" -np "$np" "$bin" -test.count=1 -test.v 2>&1
+    rm -rf "$tmp/logs" && mkdir "$tmp/logs"
+    local rc=0
+    env GOCCL_MPI_CHECK_DIR="$tmp/logs" "$@" timeout "$limit" "${launcher[@]}" -np "$np" "$bin" -test.count=1 -test.v 2>&1 || rc=$?
+    cat "$tmp/logs"/*.log 2>/dev/null || true
+    return $rc
   }
   local np check
   for np in 2 4; do
@@ -93,7 +101,7 @@ if ! command -v mpirun.openmpi >/dev/null 2>&1 || ! pkg-config --exists ompi-c 2
   apt_install libopenmpi-dev openmpi-bin
 fi
 mpirun.openmpi --version | head -n1
-check openmpi mpi "Open MPI" mpirun.openmpi --allow-run-as-root --oversubscribe -x GOCCL_MPI_THREAD -x GOCCL_MPI_CHECK -x GOCCL_MPI_WAIT
+check openmpi mpi "Open MPI" mpirun.openmpi --allow-run-as-root --oversubscribe -x GOCCL_MPI_THREAD -x GOCCL_MPI_CHECK -x GOCCL_MPI_WAIT -x GOCCL_MPI_CHECK_DIR
 
 if ! command -v mpiexec.mpich >/dev/null 2>&1 || ! pkg-config --exists mpich 2>/dev/null; then
   echo "mpi-check: installing libmpich-dev mpich"

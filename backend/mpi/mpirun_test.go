@@ -21,10 +21,12 @@ package mpi_test
 // starts "MPI-CHECK ok" when the error named the right rank.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -38,6 +40,7 @@ import (
 	"github.com/goccl/goccl/commslog"
 	"github.com/goccl/goccl/device/hostsim"
 	"github.com/goccl/goccl/reduceop"
+	"golang.org/x/sys/unix"
 )
 
 var world *goccl.Comm
@@ -45,6 +48,10 @@ var world *goccl.Comm
 func TestMain(m *testing.M) {
 	if os.Getenv("OMPI_COMM_WORLD_RANK") == "" && os.Getenv("PMI_RANK") == "" {
 		os.Exit(m.Run()) // not under mpirun: every test skips
+	}
+	if err := checkLog(); err != nil {
+		fmt.Fprintln(os.Stderr, "check log:", err)
+		os.Exit(2)
 	}
 	ctx := context.Background()
 	c, err := goccl.Init(ctx, goccl.WithBackend("mpi"), goccl.WithTimeout(time.Minute),
@@ -66,6 +73,30 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// checkLog sends this rank's output (stdout and stderr) to a file of its
+// own, rank<N>.log in GOCCL_MPI_CHECK_DIR, under a check that ends the
+// job with MPI_Abort: the launcher may end before it has forwarded what
+// the ranks wrote (MPICH's Hydra exits as soon as it hears of the abort,
+// and the watchdog's message was lost in about one run in ten), and the
+// check's evidence with it. The file is written as the process writes.
+func checkLog() error {
+	dir := os.Getenv("GOCCL_MPI_CHECK_DIR")
+	if dir == "" || os.Getenv("GOCCL_MPI_CHECK") == "" {
+		return nil
+	}
+	rank := cmp.Or(os.Getenv("OMPI_COMM_WORLD_RANK"), os.Getenv("PMI_RANK"))
+	f, err := os.Create(filepath.Join(dir, "rank"+rank+".log"))
+	if err != nil {
+		return err
+	}
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(f.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("dup3 onto %d: %w", fd, err)
+		}
+	}
+	return f.Close() // fds 1 and 2 keep the file open
 }
 
 func need(t *testing.T) *goccl.Comm {
